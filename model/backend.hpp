@@ -1,0 +1,131 @@
+#pragma once
+// The compute interface of a pipeline stage (house guide §3). Ops work at the granularity of a
+// matrix or a layer, so a virtual call is paid per op and per batch, never per element.
+//
+// Activations are row-major f32 arrays in memory owned by the backend (`alloc`): host memory
+// for the CPU backends, device memory for a GPU backend. Weights are `WeightMatrix` views made
+// resident with `upload` (a no-op view for CPU backends over a memory-mapped checkpoint).
+//
+// Every backend is tested against `make_backend(BackendKind::kReference)`, the plain scalar
+// implementation that defines the numbers.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "model/errors.hpp"
+#include "model/tensor.hpp"
+
+namespace brigade::model {
+
+// Memory allocated by a backend. Move-only; frees itself.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(void* data, std::size_t bytes, void (*free_fn)(void*))
+        : data_(data), bytes_(bytes), free_(free_fn) {}
+    DeviceBuffer(DeviceBuffer&& o) noexcept { swap(o); }
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+        DeviceBuffer tmp(std::move(o));
+        swap(tmp);
+        return *this;
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() {
+        if (data_ != nullptr && free_ != nullptr) free_(data_);
+    }
+
+    void* data() const { return data_; }
+    float* f32() const { return static_cast<float*>(data_); }
+    std::size_t bytes() const { return bytes_; }
+
+private:
+    void swap(DeviceBuffer& o) noexcept {
+        std::swap(data_, o.data_);
+        std::swap(bytes_, o.bytes_);
+        std::swap(free_, o.free_);
+    }
+    void* data_ = nullptr;
+    std::size_t bytes_ = 0;
+    void (*free_)(void*) = nullptr;
+};
+
+// Causal grouped-query attention of one sequence against its cached keys and values.
+// Query head h uses KV head h / (n_heads / n_kv_heads) (HF `repeat_kv` grouping).
+struct AttentionArgs {
+    const float* q = nullptr;  // [n_q, n_heads, head_dim], already rotated
+    const float* k = nullptr;  // [n_kv, n_kv_heads, head_dim], positions 0..n_kv-1, rotated
+    const float* v = nullptr;  // [n_kv, n_kv_heads, head_dim]
+    float* out = nullptr;      // [n_q, n_heads, head_dim]
+    std::int64_t n_q = 0;
+    std::int64_t n_kv = 0;
+    std::int64_t n_heads = 0;
+    std::int64_t n_kv_heads = 0;
+    std::int64_t head_dim = 0;
+    std::int64_t q_pos0 = 0;  // absolute position of query 0; query i sees keys 0..q_pos0+i
+    float scale = 0.0f;       // usually head_dim^-0.5
+};
+
+enum class BackendKind {
+    kReference,  // scalar loops, one thread: the definition of correct
+    kCpu,        // SIMD (Highway) + thread pool + BLAS for prompt processing
+    kCuda,
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    virtual std::string_view name() const = 0;
+    virtual BackendKind kind() const = 0;
+    // Whether `matmul`/`embed` can take this weight format (dtype, bits, group size).
+    virtual bool supports(const WeightMatrix& w) const = 0;
+
+    // Memory. `alloc` returns zero-filled memory usable by the ops below.
+    virtual DeviceBuffer alloc(std::size_t bytes) = 0;
+    // Makes a weight usable by this backend. CPU backends return the same view (zero copy);
+    // a GPU backend copies into device memory it keeps alive until the backend is destroyed.
+    virtual WeightMatrix upload(const WeightMatrix& host) = 0;
+    virtual WeightVector upload(const WeightVector& host) = 0;
+    // Host <-> backend memory for activations.
+    virtual void write(DeviceBuffer& dst, std::size_t offset_bytes, const void* src,
+                       std::size_t bytes) = 0;
+    virtual void read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
+                      std::size_t bytes) = 0;
+    // Waits until all queued work is done (no-op on synchronous backends).
+    virtual void synchronize() = 0;
+
+    // y[n, w.rows] = x[n, w.cols] · Wᵀ, then + bias[w.rows] if `bias` is valid.
+    virtual void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                        const WeightVector* bias = nullptr) = 0;
+    // out[i, :] = table row ids[i], dequantized to f32. Ids must be < table.rows.
+    virtual void embed(const WeightMatrix& table, std::span<const std::int32_t> ids,
+                       float* out) = 0;
+    // y[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * weight, for n rows of width d.
+    // x and y may alias.
+    virtual void rms_norm(const float* x, const WeightVector& weight, std::int64_t n,
+                          std::int64_t d, float eps, float* y) = 0;
+    // Rotates x[n_tokens, n_heads, head_dim] in place, HF "rotate_half" convention (pairs i and
+    // i + rot_dims/2) on the first `rot_dims` = 2 * n_freq dims; the rest pass through.
+    // Angle of pair i for token t = positions[t] * inv_freq[i]; cos and sin are multiplied
+    // by `attention_scaling` (1 except for yarn/longrope).
+    virtual void rope(float* x, std::int64_t n_tokens, std::int64_t n_heads,
+                      std::int64_t head_dim, const std::int32_t* positions,
+                      std::span<const float> inv_freq, float attention_scaling) = 0;
+    virtual void attention(const AttentionArgs& args) = 0;
+    // out[i] = silu(gate[i]) * up[i]; out may alias gate.
+    virtual void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) = 0;
+    // out[i] = a[i] + b[i]; out may alias a.
+    virtual void add(const float* a, const float* b, std::int64_t n, float* out) = 0;
+};
+
+struct BackendOptions {
+    int n_threads = 0;  // 0 = all hardware threads
+};
+
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options = {});
+
+}  // namespace brigade::model

@@ -1,0 +1,36 @@
+#pragma once
+// Subcommands of the `brigade` executable. Each lives in its own `cmd_*.cpp` and registers
+// itself with `add_*_command`; main() parses argv and dispatches to the one chosen.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <vector>
+
+namespace brigade::node {
+
+// The subcommands parsed so far and what to run for each. Returns the process exit code.
+class CommandSet {
+public:
+    void add(CLI::App* sub, std::function<int()> run) { commands_.push_back({sub, std::move(run)}); }
+    int dispatch() const {
+        for (const auto& c : commands_) {
+            if (c.app->parsed()) return c.run();
+        }
+        return 2;
+    }
+
+private:
+    struct Entry {
+        CLI::App* app;
+        std::function<int()> run;
+    };
+    std::vector<Entry> commands_;
+};
+
+// One declaration per subcommand file (node/cmd_<name>.cpp).
+void add_version_command(CLI::App& app, CommandSet& commands);
+void add_run_command(CLI::App& app, CommandSet& commands);
+void add_tokenize_command(CLI::App& app, CommandSet& commands);
+void add_template_command(CLI::App& app, CommandSet& commands);
+
+}  // namespace brigade::node
