@@ -1,11 +1,22 @@
 #include "model/backend.hpp"
+#include "model/cpu/reference_backend.hpp"
 
 namespace brigade::model {
 
-// Replaced as backends land; until then every kind reports that it is unavailable.
-Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions&) {
-    (void)kind;
-    return make_error(errc::unsupported_architecture, "no compute backend is built yet");
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options) {
+    if (options.n_threads < 0) {
+        return make_error(errc::invalid_argument, "n_threads must be >= 0 (0 = all cores)");
+    }
+    switch (kind) {
+        case BackendKind::kReference:
+            return cpu::make_reference_backend();
+        case BackendKind::kCpu:
+            // The optimized backend lands next; until then the reference computes the same.
+            return cpu::make_reference_backend();
+        case BackendKind::kCuda:
+            break;
+    }
+    return make_error(errc::unsupported_architecture, "this build has no CUDA backend");
 }
 
 }  // namespace brigade::model
