@@ -1,0 +1,335 @@
+#include "model/forward.hpp"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+namespace brigade::model {
+namespace {
+
+// Scratch slots of one forward call; each holds `[total_tokens, width]` f32.
+enum Slot : int {
+    kResidual = 0,  // x [T, hidden]
+    kNormed,        // xn [T, hidden]
+    kQuery,         // q [T, q_dim]
+    kAttnOut,       // [T, q_dim]
+    kProjected,     // o_proj / down_proj output [T, hidden]
+    kGate,          // [T, intermediate]
+    kUp,            // [T, intermediate]
+    kTailRows,      // rows that need logits [R, hidden]
+    kLogits,        // [R, vocab]
+    kNumSlots,
+};
+
+const WeightVector* bias_or_null(const WeightVector& v) { return v.valid() ? &v : nullptr; }
+
+// Checks that the backend computes with every weight, then makes it resident.
+class Uploader {
+public:
+    explicit Uploader(Backend& backend) : backend_(backend) {}
+
+    Result<void> matrix(WeightMatrix& w, const std::string& name) {
+        if (!w.valid()) return {};
+        if (!backend_.supports(w)) {
+            std::string what = std::string(dtype_name(w.dtype));
+            if (w.quantized()) {
+                what = std::to_string(w.bits) + "-bit group " + std::to_string(w.group_size) +
+                       " quantized";
+            }
+            return make_error(errc::unsupported_dtype,
+                              "tensor \"" + name + "\": backend " + std::string(backend_.name()) +
+                                  " cannot compute with " + what + " weights");
+        }
+        w = backend_.upload(w);
+        return {};
+    }
+    void vector(WeightVector& v) {
+        if (v.valid()) v = backend_.upload(v);
+    }
+
+private:
+    Backend& backend_;
+};
+
+Result<void> upload_weights(StageWeights& s, Backend& backend) {
+    Uploader up(backend);
+    const WeightMatrix host_embed = s.embed;
+    if (auto r = up.matrix(s.embed, "model.embed_tokens.weight"); !r) return r;
+    for (std::size_t i = 0; i < s.layers.size(); ++i) {
+        LayerWeights& l = s.layers[i];
+        const std::string p = layer_prefix(s.range.first + static_cast<int>(i));
+        struct {
+            WeightMatrix* w;
+            const char* name;
+        } matrices[] = {{&l.wq, "self_attn.q_proj"},  {&l.wk, "self_attn.k_proj"},
+                        {&l.wv, "self_attn.v_proj"},  {&l.wo, "self_attn.o_proj"},
+                        {&l.w_gate, "mlp.gate_proj"}, {&l.w_up, "mlp.up_proj"},
+                        {&l.w_down, "mlp.down_proj"}};
+        for (auto& m : matrices) {
+            if (auto r = up.matrix(*m.w, p + m.name + ".weight"); !r) return r;
+        }
+        for (WeightVector* v : {&l.attn_norm, &l.mlp_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm,
+                                &l.k_norm, &l.b_gate, &l.b_up, &l.b_down}) {
+            up.vector(*v);
+        }
+    }
+    if (s.is_tail) {
+        up.vector(s.final_norm);
+        const bool tied_to_resident_embed =
+            s.is_head && s.lm_head.data == host_embed.data && s.lm_head.scales == host_embed.scales;
+        if (tied_to_resident_embed) {
+            s.lm_head = s.embed;  // one resident copy serves both
+        } else if (auto r = up.matrix(s.lm_head, "lm_head.weight"); !r) {
+            return r;
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+Stage::Stage(Backend& backend, ModelConfig config, io::Checkpoint checkpoint)
+    : backend_(backend), config_(std::move(config)), checkpoint_(std::move(checkpoint)) {}
+
+Result<std::unique_ptr<Stage>> Stage::load(const std::filesystem::path& model_dir, LayerRange range,
+                                           Backend& backend, const StageOptions& options) {
+    auto config = load_model_config(model_dir);
+    if (!config) return config.error();
+    auto checkpoint = io::Checkpoint::open(model_dir);
+    if (!checkpoint) return checkpoint.error();
+    std::unique_ptr<Stage> stage(new Stage(backend, std::move(*config), std::move(*checkpoint)));
+    auto weights = load_stage_weights(stage->checkpoint_, stage->config_, range);
+    if (!weights) return weights.error();
+    stage->weights_ = std::move(*weights);
+    if (auto r = upload_weights(stage->weights_, backend); !r) return r.error();
+    stage->rope_ = make_rope_table(stage->config_.rope_theta, stage->config_.head_dim,
+                                   stage->config_.rope_scaling);
+    KvCacheLimits limits;
+    limits.max_positions =
+        options.max_context > 0 ? options.max_context : stage->config_.max_position_embeddings;
+    limits.max_bytes = options.max_kv_bytes;
+    stage->kv_ = std::make_unique<KvCache>(backend, range.size(), stage->config_.kv_dim(), limits);
+    stage->scratch_.resize(kNumSlots);
+    return stage;
+}
+
+float* Stage::scratch(int slot, std::size_t n_floats) {
+    DeviceBuffer& b = scratch_[static_cast<std::size_t>(slot)];
+    const std::size_t bytes = std::max<std::size_t>(n_floats, 1) * sizeof(float);
+    if (b.bytes() < bytes) b = backend_.alloc(bytes);
+    return b.f32();
+}
+
+Result<void> Stage::validate_batch(const std::vector<SequenceBatchEntry>& batch,
+                                   std::span<const float> hidden_in) const {
+    if (batch.empty()) return make_error(errc::invalid_argument, "run_layers: empty batch");
+    std::set<std::uint64_t> ids;
+    std::int64_t total = 0;
+    for (const auto& e : batch) {
+        const std::string who = "sequence " + std::to_string(e.seq_id);
+        if (!ids.insert(e.seq_id).second) {
+            return make_error(errc::invalid_argument, who + " appears twice in one batch");
+        }
+        if (e.n_tokens <= 0) {
+            return make_error(errc::invalid_argument, who + ": n_tokens must be positive");
+        }
+        if (e.pos0 != kv_->length(e.seq_id)) {
+            return make_error(errc::out_of_range,
+                              who + ": pos0 is " + std::to_string(e.pos0) + " but this stage has " +
+                                  std::to_string(kv_->length(e.seq_id)) +
+                                  " positions cached (truncate the cache first)");
+        }
+        if (static_cast<std::int64_t>(e.pos0) + e.n_tokens > kv_->limits().max_positions) {
+            return make_error(errc::out_of_range, who + ": positions up to " +
+                                                      std::to_string(e.pos0 + e.n_tokens) +
+                                                      " exceed the context limit of " +
+                                                      std::to_string(kv_->limits().max_positions));
+        }
+        if (is_head()) {
+            if (static_cast<std::int64_t>(e.tokens.size()) != e.n_tokens) {
+                return make_error(
+                    errc::invalid_argument,
+                    who + ": " + std::to_string(e.tokens.size()) +
+                        " token ids given for n_tokens = " + std::to_string(e.n_tokens));
+            }
+            for (auto id : e.tokens) {
+                if (id < 0 || id >= config_.vocab_size) {
+                    return make_error(errc::out_of_range, who + ": token id " + std::to_string(id) +
+                                                              " is outside the vocabulary [0, " +
+                                                              std::to_string(config_.vocab_size) +
+                                                              ")");
+                }
+            }
+        }
+        total += e.n_tokens;
+    }
+    if (!is_head()) {
+        const auto expected =
+            static_cast<std::size_t>(total) * static_cast<std::size_t>(config_.hidden_size);
+        if (hidden_in.size() != expected) {
+            return make_error(errc::invalid_argument,
+                              "run_layers: hidden state has " + std::to_string(hidden_in.size()) +
+                                  " floats, expected " + std::to_string(total) + " tokens x " +
+                                  std::to_string(config_.hidden_size));
+        }
+    }
+    return {};
+}
+
+Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& batch,
+                                      std::span<const float> hidden_in) {
+    if (auto r = validate_batch(batch, hidden_in); !r) return r.error();
+    const auto hidden = static_cast<std::int64_t>(config_.hidden_size);
+
+    std::vector<std::int64_t> row0(batch.size());
+    std::int64_t n_rows = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        row0[i] = n_rows;
+        n_rows += batch[i].n_tokens;
+    }
+    for (const auto& e : batch) {
+        if (auto r = kv_->reserve(e.seq_id, static_cast<std::int64_t>(e.pos0) + e.n_tokens); !r) {
+            return r.error();
+        }
+    }
+    positions_.resize(static_cast<std::size_t>(n_rows));
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        for (std::int32_t t = 0; t < batch[i].n_tokens; ++t) {
+            positions_[static_cast<std::size_t>(row0[i] + t)] = batch[i].pos0 + t;
+        }
+    }
+
+    // Size every slot for this batch before taking pointers, so none moves mid-call.
+    const auto T = static_cast<std::size_t>(n_rows);
+    float* x = scratch(kResidual, T * static_cast<std::size_t>(hidden));
+    scratch(kNormed, T * static_cast<std::size_t>(hidden));
+    scratch(kQuery, T * static_cast<std::size_t>(config_.q_dim()));
+    scratch(kAttnOut, T * static_cast<std::size_t>(config_.q_dim()));
+    scratch(kProjected, T * static_cast<std::size_t>(hidden));
+    scratch(kGate, T * static_cast<std::size_t>(config_.intermediate_size));
+    scratch(kUp, T * static_cast<std::size_t>(config_.intermediate_size));
+
+    if (is_head()) {
+        std::vector<std::int32_t> ids;
+        ids.reserve(T);
+        for (const auto& e : batch) ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
+        backend_.embed(weights_.embed, ids, x);
+    } else {
+        backend_.write(scratch_[kResidual], 0, hidden_in.data(), hidden_in.size_bytes());
+    }
+    for (int l = 0; l < range().size(); ++l) run_layer(l, batch, row0, n_rows, x);
+    for (const auto& e : batch) {
+        kv_->set_length(e.seq_id, static_cast<std::int64_t>(e.pos0) + e.n_tokens);
+    }
+
+    StageOutput out;
+    const std::size_t row_bytes = static_cast<std::size_t>(hidden) * sizeof(float);
+    if (!is_tail()) {
+        out.hidden.resize(T * static_cast<std::size_t>(hidden));
+        backend_.read(scratch_[kResidual], 0, out.hidden.data(), T * row_bytes);
+        backend_.synchronize();
+        return out;
+    }
+
+    // Gather the rows that need logits (the last token of each entry, or all of them).
+    out.logits_row0.resize(batch.size());
+    std::vector<std::int64_t> rows;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        out.logits_row0[i] = static_cast<std::int64_t>(rows.size());
+        const auto& e = batch[i];
+        for (std::int32_t t = e.all_logits ? 0 : e.n_tokens - 1; t < e.n_tokens; ++t) {
+            rows.push_back(row0[i] + t);
+        }
+    }
+    const auto R = static_cast<std::int64_t>(rows.size());
+    const std::int64_t vocab = config_.vocab_size;
+    float* tail_rows = x;
+    if (R != n_rows) {
+        tail_rows = scratch(kTailRows, static_cast<std::size_t>(R * hidden));
+        std::vector<float> staging(static_cast<std::size_t>(hidden));
+        for (std::int64_t r = 0; r < R; ++r) {
+            backend_.read(scratch_[kResidual], static_cast<std::size_t>(rows[r]) * row_bytes,
+                          staging.data(), row_bytes);
+            backend_.write(scratch_[kTailRows], static_cast<std::size_t>(r) * row_bytes,
+                           staging.data(), row_bytes);
+        }
+    }
+    backend_.rms_norm(tail_rows, weights_.final_norm, R, hidden,
+                      static_cast<float>(config_.rms_norm_eps), tail_rows);
+    float* logits = scratch(kLogits, static_cast<std::size_t>(R * vocab));
+    backend_.matmul(weights_.lm_head, tail_rows, R, logits);
+    out.n_logit_rows = R;
+    out.vocab = vocab;
+    out.logits.resize(static_cast<std::size_t>(R * vocab));
+    backend_.read(scratch_[kLogits], 0, out.logits.data(), out.logits.size() * sizeof(float));
+    backend_.synchronize();
+    return out;
+}
+
+void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
+                      const std::vector<std::int64_t>& row0, std::int64_t n_rows, float* x) {
+    const LayerWeights& w = weights_.layers[static_cast<std::size_t>(local)];
+    const ModelConfig& c = config_;
+    const std::int64_t hidden = c.hidden_size;
+    const std::int64_t q_dim = c.q_dim();
+    const std::int64_t kv_dim = c.kv_dim();
+    const std::int64_t inter = c.intermediate_size;
+    const auto eps = static_cast<float>(c.rms_norm_eps);
+    float* xn = scratch_[kNormed].f32();
+    float* q = scratch_[kQuery].f32();
+    float* attn = scratch_[kAttnOut].f32();
+    float* proj = scratch_[kProjected].f32();
+    float* gate = scratch_[kGate].f32();
+    float* up = scratch_[kUp].f32();
+
+    // Attention block: x += o_proj(attention(rope(q), rope(k), v)) of rms_norm(x).
+    backend_.rms_norm(x, w.attn_norm, n_rows, hidden, eps, xn);
+    backend_.matmul(w.wq, xn, n_rows, q, bias_or_null(w.bq));
+    if (c.qk_norm) backend_.rms_norm(q, w.q_norm, n_rows * c.n_heads, c.head_dim, eps, q);
+    backend_.rope(q, n_rows, c.n_heads, c.head_dim, positions_.data(), rope_.inv_freq,
+                  rope_.attention_scaling);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const auto& e = batch[i];
+        // K and V of the new tokens go straight into the cache rows pos0 .. pos0 + n - 1.
+        // One projection per sequence keeps the cache contiguous per sequence.
+        float* keys = kv_->keys(e.seq_id, local);
+        float* values = kv_->values(e.seq_id, local);
+        float* k_new = keys + static_cast<std::int64_t>(e.pos0) * kv_dim;
+        float* v_new = values + static_cast<std::int64_t>(e.pos0) * kv_dim;
+        const float* xs = xn + row0[i] * hidden;
+        backend_.matmul(w.wk, xs, e.n_tokens, k_new, bias_or_null(w.bk));
+        backend_.matmul(w.wv, xs, e.n_tokens, v_new, bias_or_null(w.bv));
+        if (c.qk_norm) {
+            backend_.rms_norm(k_new, w.k_norm, static_cast<std::int64_t>(e.n_tokens) * c.n_kv_heads,
+                              c.head_dim, eps, k_new);
+        }
+        backend_.rope(k_new, e.n_tokens, c.n_kv_heads, c.head_dim, positions_.data() + row0[i],
+                      rope_.inv_freq, rope_.attention_scaling);
+
+        AttentionArgs a;
+        a.q = q + row0[i] * q_dim;
+        a.k = keys;
+        a.v = values;
+        a.out = attn + row0[i] * q_dim;
+        a.n_q = e.n_tokens;
+        a.n_kv = static_cast<std::int64_t>(e.pos0) + e.n_tokens;
+        a.n_heads = c.n_heads;
+        a.n_kv_heads = c.n_kv_heads;
+        a.head_dim = c.head_dim;
+        a.q_pos0 = e.pos0;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+        backend_.attention(a);
+    }
+    backend_.matmul(w.wo, attn, n_rows, proj, bias_or_null(w.bo));
+    backend_.add(x, proj, n_rows * hidden, x);
+
+    // MLP block: x += down(silu(gate(h)) * up(h)), h = rms_norm(x).
+    backend_.rms_norm(x, w.mlp_norm, n_rows, hidden, eps, xn);
+    backend_.matmul(w.w_gate, xn, n_rows, gate, bias_or_null(w.b_gate));
+    backend_.matmul(w.w_up, xn, n_rows, up, bias_or_null(w.b_up));
+    backend_.silu_mul(gate, up, n_rows * inter, gate);
+    backend_.matmul(w.w_down, gate, n_rows, proj, bias_or_null(w.b_down));
+    backend_.add(x, proj, n_rows * hidden, x);
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,141 @@
+#include "model/kv_cache.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace brigade::model {
+namespace {
+
+// New sequences start with room for this many positions, then double.
+constexpr std::int64_t kInitialPositions = 256;
+
+}  // namespace
+
+KvCache::KvCache(Backend& backend, int n_local_layers, int kv_dim, KvCacheLimits limits)
+    : backend_(backend), n_layers_(n_local_layers), kv_dim_(kv_dim), limits_(limits) {}
+
+std::int64_t KvCache::length(std::uint64_t seq_id) const {
+    auto it = seqs_.find(seq_id);
+    return it == seqs_.end() ? 0 : it->second.length;
+}
+
+std::uint64_t KvCache::bytes_per_position() const {
+    return 2ull * static_cast<std::uint64_t>(n_layers_) * static_cast<std::uint64_t>(kv_dim_) *
+           sizeof(float);
+}
+
+std::uint64_t KvCache::bytes_used() const {
+    std::uint64_t n = 0;
+    for (const auto& [id, s] : seqs_) n += static_cast<std::uint64_t>(s.length);
+    return n * bytes_per_position();
+}
+
+std::uint64_t KvCache::bytes_reserved() const {
+    std::uint64_t n = 0;
+    for (const auto& [id, s] : seqs_) n += static_cast<std::uint64_t>(s.capacity);
+    return n * bytes_per_position();
+}
+
+float* KvCache::block(Sequence& s, int local_layer, int which) {
+    const std::int64_t per_block = s.capacity * kv_dim_;
+    return s.buffer.f32() + (2 * static_cast<std::int64_t>(local_layer) + which) * per_block;
+}
+
+float* KvCache::keys(std::uint64_t seq_id, int local_layer) {
+    return block(seqs_.at(seq_id), local_layer, 0);
+}
+
+float* KvCache::values(std::uint64_t seq_id, int local_layer) {
+    return block(seqs_.at(seq_id), local_layer, 1);
+}
+
+void KvCache::copy_positions(const Sequence& from, Sequence& to, std::int64_t n) {
+    if (n <= 0 || n_layers_ == 0) return;
+    const std::size_t row_bytes = static_cast<std::size_t>(kv_dim_) * sizeof(float);
+    std::vector<float> staging(static_cast<std::size_t>(n) * static_cast<std::size_t>(kv_dim_));
+    for (int l = 0; l < n_layers_; ++l) {
+        for (int which = 0; which < 2; ++which) {
+            const std::size_t src_off = static_cast<std::size_t>(2 * l + which) *
+                                        static_cast<std::size_t>(from.capacity) * row_bytes;
+            const std::size_t dst_off = static_cast<std::size_t>(2 * l + which) *
+                                        static_cast<std::size_t>(to.capacity) * row_bytes;
+            const std::size_t bytes = static_cast<std::size_t>(n) * row_bytes;
+            backend_.read(from.buffer, src_off, staging.data(), bytes);
+            backend_.write(to.buffer, dst_off, staging.data(), bytes);
+        }
+    }
+}
+
+Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
+    if (n_positions > limits_.max_positions) {
+        return make_error(errc::out_of_range, "sequence " + std::to_string(seq_id) + " needs " +
+                                                  std::to_string(n_positions) +
+                                                  " positions but the context limit is " +
+                                                  std::to_string(limits_.max_positions));
+    }
+    auto it = seqs_.find(seq_id);
+    const std::int64_t capacity = it == seqs_.end() ? 0 : it->second.capacity;
+    if (n_positions <= capacity && it != seqs_.end()) return {};
+    std::int64_t new_capacity = std::max<std::int64_t>(capacity, kInitialPositions);
+    while (new_capacity < n_positions) new_capacity *= 2;
+    new_capacity = std::min(new_capacity, limits_.max_positions);
+    const std::uint64_t extra =
+        static_cast<std::uint64_t>(new_capacity - capacity) * bytes_per_position();
+    if (limits_.max_bytes != 0 && bytes_reserved() + extra > limits_.max_bytes) {
+        return make_error(errc::out_of_range,
+                          "KV cache budget of " + std::to_string(limits_.max_bytes) +
+                              " bytes exceeded: sequence " + std::to_string(seq_id) + " needs " +
+                              std::to_string(n_positions) + " positions (" +
+                              std::to_string(bytes_reserved()) + " bytes already reserved)");
+    }
+    Sequence grown;
+    grown.capacity = new_capacity;
+    const std::size_t bytes = static_cast<std::size_t>(new_capacity) * bytes_per_position();
+    grown.buffer = backend_.alloc(std::max<std::size_t>(bytes, sizeof(float)));
+    if (it != seqs_.end()) {
+        grown.length = it->second.length;
+        copy_positions(it->second, grown, grown.length);
+        it->second = std::move(grown);
+    } else {
+        seqs_.emplace(seq_id, std::move(grown));
+    }
+    return {};
+}
+
+void KvCache::set_length(std::uint64_t seq_id, std::int64_t n) {
+    Sequence& s = seqs_.at(seq_id);
+    s.length = std::min(n, s.capacity);
+}
+
+Result<void> KvCache::truncate(std::uint64_t seq_id, std::int64_t n) {
+    auto it = seqs_.find(seq_id);
+    const std::int64_t len = it == seqs_.end() ? 0 : it->second.length;
+    if (n < 0 || n > len) {
+        return make_error(errc::out_of_range, "cannot truncate sequence " + std::to_string(seq_id) +
+                                                  " to " + std::to_string(n) +
+                                                  " positions: it has " + std::to_string(len));
+    }
+    if (it != seqs_.end()) it->second.length = n;
+    return {};
+}
+
+Result<void> KvCache::copy_prefix(std::uint64_t src, std::uint64_t dst, std::int64_t n) {
+    const std::int64_t src_len = length(src);
+    if (n < 0 || n > src_len) {
+        return make_error(errc::out_of_range, "cannot reuse " + std::to_string(n) +
+                                                  " positions of sequence " + std::to_string(src) +
+                                                  ": it has " + std::to_string(src_len));
+    }
+    if (src == dst) return truncate(dst, n);
+    release(dst);
+    if (auto r = reserve(dst, std::max<std::int64_t>(n, 1)); !r) return r;
+    Sequence& to = seqs_.at(dst);
+    copy_positions(seqs_.at(src), to, n);
+    to.length = n;
+    return {};
+}
+
+void KvCache::release(std::uint64_t seq_id) { seqs_.erase(seq_id); }
+
+}  // namespace brigade::model

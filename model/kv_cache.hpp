@@ -1,0 +1,74 @@
+#pragma once
+// Keys and values of every sequence a stage serves, for the stage's local layers only
+// (house guide §2). Storage is backend memory, f32, one buffer per sequence laid out as
+// [local_layer][K|V][capacity][kv_dim], so the forward pass writes new rows in place with a
+// projection matmul and attention reads one contiguous [n_positions, kv_dim] block.
+//
+// A sequence grows by doubling (copying through the backend's read/write). Limits: a per
+// sequence context limit (positions) and an optional total byte budget over all sequences.
+
+#include <cstdint>
+#include <map>
+
+#include "model/backend.hpp"
+#include "model/errors.hpp"
+
+namespace brigade::model {
+
+struct KvCacheLimits {
+    std::int64_t max_positions = 4096;  // per sequence
+    std::uint64_t max_bytes = 0;        // reserved bytes over all sequences; 0 = no limit
+};
+
+class KvCache {
+public:
+    KvCache(Backend& backend, int n_local_layers, int kv_dim, KvCacheLimits limits);
+
+    // Cached positions of a sequence (0 for an unknown sequence).
+    std::int64_t length(std::uint64_t seq_id) const;
+    bool contains(std::uint64_t seq_id) const { return seqs_.count(seq_id) != 0; }
+    std::size_t n_sequences() const { return seqs_.size(); }
+
+    // Makes room for `n_positions` positions of `seq_id` (creating the sequence if needed).
+    // Errors when past the context limit or the byte budget; nothing changes then.
+    Result<void> reserve(std::uint64_t seq_id, std::int64_t n_positions);
+    // Marks positions [0, n) as valid after the forward pass wrote them. n <= capacity.
+    void set_length(std::uint64_t seq_id, std::int64_t n);
+
+    // Base of the K or V block of a local layer: [capacity, kv_dim]. The sequence must exist.
+    float* keys(std::uint64_t seq_id, int local_layer);
+    float* values(std::uint64_t seq_id, int local_layer);
+
+    // Forgets positions n.. of a sequence (n <= length).
+    Result<void> truncate(std::uint64_t seq_id, std::int64_t n);
+    // Makes `dst` hold a copy of the first `n` positions of `src` (prefix reuse: both sequences
+    // continue independently). Any previous content of `dst` is replaced.
+    Result<void> copy_prefix(std::uint64_t src, std::uint64_t dst, std::int64_t n);
+    // Drops a sequence and frees its memory.
+    void release(std::uint64_t seq_id);
+
+    // K and V bytes of one position over the local layers.
+    std::uint64_t bytes_per_position() const;
+    // Bytes holding valid positions, and bytes allocated, over all sequences.
+    std::uint64_t bytes_used() const;
+    std::uint64_t bytes_reserved() const;
+    const KvCacheLimits& limits() const { return limits_; }
+
+private:
+    struct Sequence {
+        DeviceBuffer buffer;
+        std::int64_t capacity = 0;
+        std::int64_t length = 0;
+    };
+    float* block(Sequence& s, int local_layer, int which);
+    // Copies the first n positions of every layer of `from` into `to` (capacities may differ).
+    void copy_positions(const Sequence& from, Sequence& to, std::int64_t n);
+
+    Backend& backend_;
+    int n_layers_;
+    int kv_dim_;
+    KvCacheLimits limits_;
+    std::map<std::uint64_t, Sequence> seqs_;
+};
+
+}  // namespace brigade::model

@@ -1,0 +1,63 @@
+#pragma once
+// Next-token selection from a row of logits (issue 2 "Sampling").
+//
+// Order of processing follows Hugging Face `generate`: repetition penalty (HF semantics over
+// prompt + generated tokens), then presence/frequency penalties (OpenAI semantics over generated
+// tokens), then temperature, then top-k, top-p and min-p filtering, then a draw.
+//
+// Randomness is portable and resumable: the uniform number for step t is a counter-based hash
+// of (seed, t) — no hidden generator state — so a request can continue on another node given
+// its parameters, seed, step count and token history, and produce the same tokens.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/errors.hpp"
+
+namespace brigade::model {
+
+struct SamplingParams {
+    float temperature = 0.0f;         // <= 0: greedy (argmax after penalties)
+    int top_k = 0;                    // 0: off
+    float top_p = 1.0f;               // 1: off
+    float min_p = 0.0f;               // 0: off
+    float repetition_penalty = 1.0f;  // 1: off (HF: positive logits / p, negative * p)
+    float presence_penalty = 0.0f;    // OpenAI: -= p if the token was generated at all
+    float frequency_penalty = 0.0f;   // OpenAI: -= p * count in generated tokens
+    std::uint64_t seed = 0;
+
+    bool greedy() const { return temperature <= 0.0f; }
+};
+
+// Checks ranges: temperature >= 0, top_k >= 0, 0 < top_p <= 1, 0 <= min_p <= 1,
+// repetition_penalty > 0, penalties within [-2, 2] (OpenAI's range).
+Result<void> validate_sampling_params(const SamplingParams& p);
+
+// The history a penalty looks at.
+struct TokenHistory {
+    std::span<const std::int32_t> prompt;
+    std::span<const std::int32_t> generated;
+};
+
+// The uniform draw in [0, 1) for step `step` of a request seeded with `seed` (splitmix64 of
+// both, 53 significant bits).
+double uniform_draw(std::uint64_t seed, std::uint64_t step);
+
+// Logits after penalties and temperature (not filtered): what a draw and logprobs are based on.
+std::vector<float> process_logits(std::span<const float> logits, const SamplingParams& p,
+                                  const TokenHistory& history);
+
+// log_softmax of `x` (f64 accumulation).
+std::vector<float> log_softmax(std::span<const float> x);
+
+struct SampledToken {
+    std::int32_t token = 0;
+    float logprob = 0.0f;  // log_softmax(process_logits(...))[token]
+};
+
+// Picks the token of step `step` (0 = the first generated token).
+SampledToken sample_token(std::span<const float> logits, const SamplingParams& p,
+                          const TokenHistory& history, std::uint64_t step);
+
+}  // namespace brigade::model
