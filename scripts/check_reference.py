@@ -1,51 +1,131 @@
 #!/usr/bin/env python3
-"""Independent check of tests/fixtures/reference (needs only numpy):
-file sizes of logits/hidden states, 32-token greedy lists, every safetensors file tiles its buffer,
-and every quantized tensor decodes (numpy and a naive pure-Python bit reader agree) to within
-|scale| (widened for BF16/F16 scale rounding) of the base float case's weights.
+"""Independent check of the HF reference fixtures and the demo model (needs only numpy).
 
-Usage: python3 scripts/check_reference.py tests/fixtures/reference
+    python3 scripts/check_reference.py [--fixtures tests/fixtures/reference] [--demo model/demo]
+
+Fixtures: file sizes of logits/hidden states; every safetensors file tiles its buffer; every
+quantized tensor decodes (numpy and a naive pure-Python bit reader agree) to within |scale|
+(widened for BF16/F16 scale rounding) of the base float case's weights; and a float64 numpy
+forward pass (scripts/numpy_forward.py, no torch/transformers) reproduces every prompt's logits
+within the case's tolerance, the hidden states of prompt 0, and the 32-token greedy continuation
+of prompt 0.
+Demo model: the numpy forward pass reproduces the stored greedy continuations (48 tokens) of
+the BF16, 8-bit and 4-bit copies from their prompt ids.
 """
-import json, os, struct, sys
+
+import argparse
+import json
+import os
+import sys
+
 import numpy as np
-sys.path.insert(0, '/work/main/scripts')
-import mlx_quant as mq
-root = sys.argv[1]
-cases = json.load(open(f'{root}/cases.json'))
-def load_dir(d):
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mlx_quant  # noqa: E402
+import numpy_forward  # noqa: E402
+
+SCALE_EPS = {"F32": 0.0, "BF16": 2.0 ** -8, "F16": 2.0 ** -11}
+
+
+def load_dir(path):
     out = {}
-    for f in sorted(os.listdir(d)):
-        if f.endswith('.safetensors'):
-            out.update(mq.read_safetensors(os.path.join(d, f)))
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".safetensors"):
+            out.update(mlx_quant.read_safetensors(os.path.join(path, name)))
     return out
-for c in cases:
-    d = os.path.join(root, c['case']); e = json.load(open(f'{d}/expected.json'))
-    cfg = json.load(open(f'{d}/config.json'))
-    V = cfg['vocab_size']; H = cfg['hidden_size']; L = cfg['num_hidden_layers']
-    for p, f in zip(e['prompts'], e['logits']):
-        assert os.path.getsize(f'{d}/{f}') == len(p) * V * 4
-    assert os.path.getsize(f'{d}/hidden_0.bin') == (L + 2) * len(e['prompts'][0]) * H * 4
-    assert all(len(g) == 32 for g in e['greedy'])
-    t = load_dir(d)
-    if 'quantization' in cfg:
-        base = load_dir(os.path.join(root, e['base_case']))
-        worst = 0
-        eps = {'F32': 0, 'BF16': 2**-8, 'F16': 2**-11}[e['scales_dtype']]
-        for m, q in e['quantized_modules'].items():
-            dt, shape, data = t[m + '.weight']
-            bits, g = q['bits'], q['group_size']
-            words = np.frombuffer(data, '<u4').reshape(shape)
-            cols = shape[1] * 32 // bits
-            # naive pure-python decode for the first 2 rows, numpy for the rest
-            codes = mq.unpack_codes(words, bits, cols)
-            for r in range(2):
-                assert mq.naive_unpack_row([int(x) for x in words[r]], bits, cols) == [int(x) for x in codes[r]]
-            s = mq.decode_float(*t[m + '.scales']); b = mq.decode_float(*t[m + '.biases'])
-            w = mq.dequantize_codes(codes, s, b, g)
-            ref = mq.decode_float(*base[m + '.weight'])
-            err = np.abs(w - ref).reshape(w.shape[0], -1, g) / np.abs(s)[..., None]
-            worst = max(worst, err.max() / (1.0 + 2 * ((1 << bits) - 1) * eps))
-        assert worst <= 1.0001, worst
-        print(c['case'], 'ok, worst |err|/(|scale| bound) =', round(float(worst), 3), 'tensors', len(t))
-    else:
-        print(c['case'], 'ok', sorted({v[0] for v in t.values()}), 'tensors', len(t))
+
+
+def check_quantized(root, expected, tensors):
+    base = load_dir(os.path.join(root, expected["base_case"]))
+    eps = SCALE_EPS[expected["scales_dtype"]]
+    worst = 0.0
+    for module, q in expected["quantized_modules"].items():
+        dtype, shape, data = tensors[module + ".weight"]
+        assert dtype == "U32", module
+        bits, group = q["bits"], q["group_size"]
+        words = np.frombuffer(data, "<u4").reshape(shape)
+        cols = shape[1] * 32 // bits
+        codes = mlx_quant.unpack_codes(words, bits, cols)
+        for r in range(2):
+            naive = mlx_quant.naive_unpack_row([int(x) for x in words[r]], bits, cols)
+            assert naive == [int(x) for x in codes[r]], module
+        scales = mlx_quant.decode_float(*tensors[module + ".scales"])
+        biases = mlx_quant.decode_float(*tensors[module + ".biases"])
+        w = mlx_quant.dequantize_codes(codes, scales, biases, group)
+        ref = mlx_quant.decode_float(*base[module + ".weight"])
+        err = np.abs(w - ref).reshape(w.shape[0], -1, group) / np.abs(scales)[..., None]
+        worst = max(worst, float(err.max()) / (1.0 + 2 * ((1 << bits) - 1) * eps))
+    assert worst <= 1.0001, worst
+    return worst
+
+
+def check_fixtures(root):
+    with open(os.path.join(root, "cases.json")) as f:
+        cases = json.load(f)
+    failures = 0
+    for case in cases:
+        d = os.path.join(root, case["case"])
+        with open(os.path.join(d, "expected.json")) as f:
+            e = json.load(f)
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        vocab, hidden, layers = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"]
+        for prompt, name in zip(e["prompts"], e["logits"]):
+            assert os.path.getsize(os.path.join(d, name)) == len(prompt) * vocab * 4, name
+        assert os.path.getsize(os.path.join(d, "hidden_0.bin")) == (layers + 2) * len(e["prompts"][0]) * hidden * 4
+        assert all(len(g) == 32 for g in e["greedy"])
+        tensors = load_dir(d)
+        note = ""
+        if "quantization" in cfg:
+            note = f"quantized worst |err|/bound {check_quantized(root, e, tensors):.3f}; "
+        model = numpy_forward.Model(d)
+        tol = e["tolerance"]["max_abs"]
+        worst = 0.0
+        for i, (prompt, name) in enumerate(zip(e["prompts"], e["logits"])):
+            want = np.fromfile(os.path.join(d, name), dtype="<f4").reshape(len(prompt), vocab)
+            if i == 0:
+                got, hidden_states = model.forward(prompt, return_hidden=True)
+                want_hidden = np.fromfile(os.path.join(d, "hidden_0.bin"), dtype="<f4").reshape(hidden_states.shape)
+                hidden_err = float(np.abs(hidden_states - want_hidden).max() / max(1.0, np.abs(want_hidden).max()))
+            else:
+                got = model.forward(prompt)
+            worst = max(worst, float(np.abs(got - want).max()))
+        greedy_ok = model.greedy(e["prompts"][0], 32) == e["greedy"][0]
+        ok = worst <= tol and greedy_ok and hidden_err < 1e-4
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {case['case']}: {note}numpy f64 vs logits max|diff| {worst:.2e} "
+              f"(tolerance {tol:.2e}), hidden rel {hidden_err:.1e}, greedy[0] {'matches' if greedy_ok else 'DIFFERS'}")
+    return failures
+
+
+def check_demo(demo):
+    with open(os.path.join(demo, "reference.json")) as f:
+        ref = json.load(f)
+    failures = 0
+    for key, sub in (("bf16", ""), ("mlx_q8", "mlx-q8"), ("mlx_q4", "mlx-q4")):
+        model = numpy_forward.Model(os.path.join(demo, sub))
+        for g in ref["greedy"][key]:
+            got = model.greedy(g["prompt_ids"], g["new_tokens"])
+            ok = got == g["ids"]
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} demo {key} {g['prompt_text']!r}: greedy {len(got)} tokens "
+                  f"{'match' if ok else 'differ'}")
+    return failures
+
+
+def main():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fixtures", default=os.path.join(here, "tests/fixtures/reference"))
+    parser.add_argument("--demo", default=os.path.join(here, "model/demo"))
+    parser.add_argument("--skip-demo", action="store_true")
+    args = parser.parse_args()
+    failures = check_fixtures(args.fixtures)
+    if not args.skip_demo:
+        failures += check_demo(args.demo)
+    print("all checks passed" if failures == 0 else f"{failures} checks FAILED")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
