@@ -98,10 +98,106 @@ def check_fixtures(root):
     return failures
 
 
+def bytes_to_unicode():
+    """GPT-2's reversible byte -> printable character map used by the ByteLevel pre-tokenizer."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+class ByteLevelBpe:
+    """Minimal encoder for the demo tokenizer.json (ByteLevel regex split, BPE merges by rank;
+    the text must not contain added tokens)."""
+
+    PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+    def __init__(self, path):
+        import regex  # Debian: python3-regex (\p{L} classes)
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+        self.vocab = spec["model"]["vocab"]
+        merges = spec["model"]["merges"]
+        self.ranks = {tuple(m.split(" ") if isinstance(m, str) else m): i for i, m in enumerate(merges)}
+        self.byte_chars = bytes_to_unicode()
+        self.split = regex.compile(self.PATTERN)
+        self.cache = {}
+
+    def word(self, piece):
+        if piece in self.cache:
+            return self.cache[piece]
+        parts = [self.byte_chars[b] for b in piece.encode("utf-8")]
+        while len(parts) > 1:
+            pairs = [(self.ranks.get((a, b), None), i) for i, (a, b) in enumerate(zip(parts, parts[1:]))]
+            pairs = [(r, i) for r, i in pairs if r is not None]
+            if not pairs:
+                break
+            rank = min(pairs)[0]
+            merged, i = [], 0
+            while i < len(parts):
+                if i + 1 < len(parts) and self.ranks.get((parts[i], parts[i + 1])) == rank:
+                    merged.append(parts[i] + parts[i + 1])
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            parts = merged
+        ids = [self.vocab[p] for p in parts]
+        self.cache[piece] = ids
+        return ids
+
+    def encode(self, text):
+        out = []
+        for piece in self.split.findall(text):
+            out.extend(self.word(piece))
+        return out
+
+
+def numpy_perplexity(model, ids, ctx, max_windows):
+    windows = [ids[i:i + ctx] for i in range(0, len(ids), ctx)]
+    windows = [w for w in windows if len(w) >= 2][:max_windows]
+    total, scored = 0.0, 0
+    for w in windows:
+        logits = model.forward(w)[:-1]
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+        total -= float(logp[np.arange(len(w) - 1), w[1:]].sum())
+        scored += len(w) - 1
+    return float(np.exp(total / scored))
+
+
 def check_demo(demo):
+    import hashlib
     with open(os.path.join(demo, "reference.json")) as f:
         ref = json.load(f)
     failures = 0
+    try:
+        tokenizer = ByteLevelBpe(os.path.join(demo, "tokenizer.json"))
+    except ImportError:
+        tokenizer = None
+        print("skip demo tokenizer/perplexity check: python3 regex module missing")
+    if tokenizer is not None:
+        with open(os.path.join(demo, ref["heldout"]["file"]), encoding="utf-8") as f:
+            ids = tokenizer.encode(f.read())
+        digest = hashlib.sha256(np.array(ids, dtype="<u4").tobytes()).hexdigest()
+        ok = len(ids) == ref["heldout"]["tokens"] and digest == ref["heldout"]["token_ids_sha256"]
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} demo held-out tokenization: {len(ids)} tokens, sha256 "
+              f"{'matches' if ok else 'differs'}")
+        ctx = ref["perplexity"]["ctx"]
+        for key, sub in (("bf16", ""), ("mlx_q8", "mlx-q8"), ("mlx_q4", "mlx-q4")):
+            want = ref["perplexity"][f"{key}_first_8_windows"]["perplexity"]
+            got = numpy_perplexity(numpy_forward.Model(os.path.join(demo, sub)), ids, ctx, 8)
+            ok = abs(got - want) <= 1e-4 * want
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} demo {key} perplexity, first 8 windows: numpy {got:.5f} vs "
+                  f"PyTorch {want:.5f}")
     for key, sub in (("bf16", ""), ("mlx_q8", "mlx-q8"), ("mlx_q4", "mlx-q4")):
         model = numpy_forward.Model(os.path.join(demo, sub))
         for g in ref["greedy"][key]:
