@@ -1,4 +1,5 @@
 #include "model/backend.hpp"
+#include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/reference_backend.hpp"
 
 namespace brigade::model {
@@ -11,8 +12,7 @@ Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOpt
         case BackendKind::kReference:
             return cpu::make_reference_backend();
         case BackendKind::kCpu:
-            // The optimized backend lands next; until then the reference computes the same.
-            return cpu::make_reference_backend();
+            return cpu::make_cpu_backend(options);
         case BackendKind::kCuda:
             break;
     }

@@ -48,7 +48,12 @@ public:
 
     void embed(const WeightMatrix& table, std::span<const std::int32_t> ids, float* out) override {
         for (std::size_t i = 0; i < ids.size(); ++i) {
-            dequantize_row(table, ids[i], out + static_cast<std::int64_t>(i) * table.cols);
+            float* row = out + static_cast<std::int64_t>(i) * table.cols;
+            if (ids[i] < 0 || ids[i] >= table.rows) {
+                std::fill(row, row + table.cols, 0.0f);  // out of contract; never read past
+                continue;
+            }
+            dequantize_row(table, ids[i], row);
         }
     }
 

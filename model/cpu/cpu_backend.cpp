@@ -1,0 +1,324 @@
+#include "model/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/cpu/blas_gemm.hpp"
+#include "model/cpu/kernels.hpp"
+#include "model/cpu/reference_backend.hpp"
+#include "model/cpu/weight_decode.hpp"
+
+namespace brigade::model::cpu {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Below this many elements an element-wise op runs on the calling thread: waking the pool
+// costs more than the work.
+constexpr std::int64_t kMinParallelElements = 1 << 15;
+
+}  // namespace
+
+CpuBackend::CpuBackend(const BackendOptions& options, const CpuTuning& tuning)
+    : tuning_(tuning), pool_(options.n_threads) {
+    scratch_.resize(static_cast<std::size_t>(pool_.size()));
+    if (have_blas()) blas_single_threaded();
+}
+
+bool CpuBackend::supports(const WeightMatrix& w) const { return weight_format_supported(w); }
+
+DeviceBuffer CpuBackend::alloc(std::size_t bytes) { return alloc_host_buffer(bytes); }
+
+void CpuBackend::write(DeviceBuffer& dst, std::size_t offset_bytes, const void* src,
+                       std::size_t bytes) {
+    std::memcpy(static_cast<std::uint8_t*>(dst.data()) + offset_bytes, src, bytes);
+}
+
+void CpuBackend::read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
+                      std::size_t bytes) {
+    std::memcpy(dst, static_cast<const std::uint8_t*>(src.data()) + offset_bytes, bytes);
+}
+
+void CpuBackend::reserve_scratch(std::size_t floats) {
+    for (auto& s : scratch_) {
+        if (s.size() < floats) s.resize(floats);
+    }
+}
+
+template <class F>
+void CpuBackend::parallel_ranges(std::int64_t count, std::int64_t min_chunk, F&& f) {
+    if (count <= 0) return;
+    const std::int64_t chunk = std::max(min_chunk, ceil_div(count, 4 * pool_.size()));
+    const std::int64_t n_tasks = ceil_div(count, chunk);
+    pool_.parallel_for(n_tasks, [&](std::int64_t task, int thread) {
+        const std::int64_t begin = task * chunk;
+        f(begin, std::min(count, begin + chunk), thread);
+    });
+}
+
+void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                        const WeightVector* bias) {
+    if (n <= 0 || w.rows <= 0) return;
+    if (n >= tuning_.gemm_min_tokens) {
+        matmul_prefill(w, x, n, y, bias);
+    } else {
+        matmul_decode(w, x, n, y, bias);
+    }
+}
+
+void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                               const WeightVector* bias) {
+    if (w.quantized() && n > 4) reserve_scratch(static_cast<std::size_t>(w.cols));
+    // Rows are independent and cost the same, so equal chunks finish together; 16 rows at
+    // least keeps the per-task overhead far below the bytes each task streams.
+    parallel_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
+        gemv_rows(w, x, n, begin, end, bias, y, w.rows,
+                  scratch_[static_cast<std::size_t>(thread)].data());
+    });
+}
+
+void CpuBackend::matmul_prefill(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                                const WeightVector* bias) {
+    const std::int64_t rows = w.rows;
+    const std::int64_t cols = w.cols;
+    const std::int64_t n_threads = pool_.size();
+    // Panels of at most max_panel_rows rows, as many as a multiple of the thread count so the
+    // last round has no idle threads; panels of fewer than 32 rows would starve sgemm, so thin
+    // matrices (k/v projections) are split over tokens as well.
+    std::int64_t n_panels = ceil_div(rows, tuning_.max_panel_rows);
+    n_panels =
+        std::min(ceil_div(n_panels, n_threads) * n_threads, std::max<std::int64_t>(1, rows / 32));
+    n_panels = std::max<std::int64_t>(n_panels, 1);
+    const std::int64_t panel_rows = ceil_div(rows, n_panels);
+    n_panels = ceil_div(rows, panel_rows);
+    std::int64_t n_token_blocks = 1;
+    if (n_panels < n_threads) {
+        n_token_blocks = std::max<std::int64_t>(1, std::min(ceil_div(n_threads, n_panels), n / 64));
+    }
+    const std::int64_t token_block = ceil_div(n, n_token_blocks);
+    n_token_blocks = ceil_div(n, token_block);
+
+    // f32 weights that are 4-byte aligned are multiplied in place; everything else is decoded.
+    const bool in_place = !w.quantized() && w.dtype == DType::kF32 &&
+                          reinterpret_cast<std::uintptr_t>(w.data) % alignof(float) == 0;
+    if (!in_place) reserve_scratch(static_cast<std::size_t>(panel_rows * cols));
+    const bool blas = tuning_.use_blas && have_blas();
+    const bool has_bias = bias != nullptr && bias->valid();
+
+    pool_.parallel_for(n_panels * n_token_blocks, [&](std::int64_t task, int thread) {
+        const std::int64_t p = task / n_token_blocks;
+        const std::int64_t tb = task % n_token_blocks;
+        const std::int64_t r0 = p * panel_rows;
+        const std::int64_t r1 = std::min(rows, r0 + panel_rows);
+        const std::int64_t t0 = tb * token_block;
+        const std::int64_t t1 = std::min(n, t0 + token_block);
+        const float* panel;
+        if (in_place) {
+            panel = static_cast<const float*>(w.data) + r0 * cols;
+        } else {
+            float* buf = scratch_[static_cast<std::size_t>(thread)].data();
+            dequantize_rows(w, r0, r1, buf);
+            panel = buf;
+        }
+        float* y_block = y + t0 * rows + r0;
+        if (blas) {
+            gemm_panel(x + t0 * cols, t1 - t0, cols, panel, r1 - r0, y_block, rows);
+        } else {
+            const WeightMatrix view{DType::kF32, r1 - r0, cols, panel};
+            gemv_rows(view, x + t0 * cols, t1 - t0, 0, r1 - r0, nullptr, y_block, rows, nullptr);
+        }
+        if (has_bias) {
+            for (std::int64_t r = r0; r < r1; ++r) {
+                const float b = load_scalar(bias->dtype, bias->data, r);
+                for (std::int64_t t = t0; t < t1; ++t) y[t * rows + r] += b;
+            }
+        }
+    });
+}
+
+void CpuBackend::embed(const WeightMatrix& table, std::span<const std::int32_t> ids, float* out) {
+    const auto count = static_cast<std::int64_t>(ids.size());
+    parallel_ranges(count, 8, [&](std::int64_t begin, std::int64_t end, int) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            const std::int32_t id = ids[static_cast<std::size_t>(i)];
+            float* row = out + i * table.cols;
+            if (id < 0 || id >= table.rows) {
+                std::fill(row, row + table.cols, 0.0f);  // out of contract; never read past
+                continue;
+            }
+            dequantize_rows(table, id, id + 1, row);
+        }
+    });
+}
+
+void CpuBackend::rms_norm(const float* x, const WeightVector& weight, std::int64_t n,
+                          std::int64_t d, float eps, float* y) {
+    if (n * d < kMinParallelElements) {
+        rms_norm_rows(x, weight, 0, n, d, eps, y);
+        return;
+    }
+    parallel_ranges(n, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(d, 1)),
+                    [&](std::int64_t begin, std::int64_t end, int) {
+                        rms_norm_rows(x, weight, begin, end, d, eps, y);
+                    });
+}
+
+void CpuBackend::rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
+                      const std::int32_t* positions, std::span<const float> inv_freq,
+                      float attention_scaling) {
+    const auto n_freq = static_cast<std::int64_t>(inv_freq.size());
+    if (n_freq == 0 || n_tokens <= 0) return;
+    reserve_scratch(static_cast<std::size_t>(2 * n_freq));
+    auto rotate = [&](std::int64_t begin, std::int64_t end, int thread) {
+        float* cos_t = scratch_[static_cast<std::size_t>(thread)].data();
+        float* sin_t = cos_t + n_freq;
+        for (std::int64_t t = begin; t < end; ++t) {
+            // Angles exactly as the reference computes them (f32 product, double cos/sin), so
+            // long positions agree to the last bit.
+            const float pos = static_cast<float>(positions[t]);
+            for (std::int64_t i = 0; i < n_freq; ++i) {
+                const double theta =
+                    static_cast<double>(pos * inv_freq[static_cast<std::size_t>(i)]);
+                cos_t[i] = static_cast<float>(std::cos(theta)) * attention_scaling;
+                sin_t[i] = static_cast<float>(std::sin(theta)) * attention_scaling;
+            }
+            for (std::int64_t h = 0; h < n_heads; ++h) {
+                float* xa = x + (t * n_heads + h) * head_dim;
+                float* xb = xa + n_freq;
+                for (std::int64_t i = 0; i < n_freq; ++i) {
+                    const float a = xa[i];
+                    const float b = xb[i];
+                    xa[i] = a * cos_t[i] - b * sin_t[i];
+                    xb[i] = b * cos_t[i] + a * sin_t[i];
+                }
+            }
+        }
+    };
+    if (n_tokens * n_heads * n_freq < kMinParallelElements) {
+        rotate(0, n_tokens, 0);
+    } else {
+        parallel_ranges(n_tokens, 1, rotate);
+    }
+}
+
+void CpuBackend::attention(const AttentionArgs& a) {
+    if (a.n_q <= 0 || a.n_heads <= 0 || a.n_kv_heads <= 0) return;
+    const std::int64_t group = a.n_heads / a.n_kv_heads;
+    const std::int64_t d = a.head_dim;
+    const std::int64_t n_threads = pool_.size();
+    // Query blocks: enough work items for every thread, at most 32 queries each so a tile's
+    // rows stay in L1/L2 while a key block is reused across them.
+    const std::int64_t q_block =
+        std::clamp<std::int64_t>(ceil_div(a.n_q * a.n_kv_heads, 4 * n_threads), 1, 32);
+    const std::int64_t n_q_blocks = ceil_div(a.n_q, q_block);
+    // Few (kv head, query block) items and a long context (decode): split the keys too.
+    std::int64_t n_splits = 1;
+    const std::int64_t n_items = a.n_kv_heads * n_q_blocks;
+    if (n_items < 2 * n_threads) {
+        n_splits =
+            std::clamp<std::int64_t>(a.n_kv / std::max<std::int64_t>(1, tuning_.min_keys_per_split),
+                                     1, ceil_div(2 * n_threads, n_items));
+    }
+    const std::int64_t tile_rows = q_block * group;
+    const std::int64_t tile_floats = tile_rows * (d + 2);
+    reserve_scratch(static_cast<std::size_t>(tile_floats + kAttentionKeyBlock));
+    if (n_splits > 1) {
+        const auto need = static_cast<std::size_t>(n_items * n_splits * tile_floats);
+        if (attention_partials_.size() < need) attention_partials_.resize(need);
+    }
+
+    auto tile_of = [&](std::int64_t item, std::int64_t split) {
+        AttentionTile tile;
+        // Later query blocks see more keys: hand them out first so the tail is short.
+        const std::int64_t qb = n_q_blocks - 1 - item / a.n_kv_heads;
+        tile.kv_head = item % a.n_kv_heads;
+        tile.q_begin = qb * q_block;
+        tile.q_end = std::min(a.n_q, tile.q_begin + q_block);
+        const std::int64_t visible = std::clamp<std::int64_t>(a.q_pos0 + tile.q_end, 0, a.n_kv);
+        const std::int64_t per_split = ceil_div(visible, n_splits);
+        tile.key_begin = std::min(visible, split * per_split);
+        tile.key_end = std::min(visible, tile.key_begin + per_split);
+        return tile;
+    };
+    // Writes acc / l into `out` for the tile's rows (0 where a query sees no key).
+    auto normalize = [&](const AttentionTile& tile, const float* l, const float* acc) {
+        for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
+            for (std::int64_t hh = 0; hh < group; ++hh) {
+                const std::int64_t row = (qi - tile.q_begin) * group + hh;
+                const std::int64_t h = tile.kv_head * group + hh;
+                float* out = a.out + (qi * a.n_heads + h) * d;
+                const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
+                for (std::int64_t c = 0; c < d; ++c) out[c] = acc[row * d + c] * inv;
+            }
+        }
+    };
+
+    pool_.parallel_for(n_items * n_splits, [&](std::int64_t task, int thread) {
+        const std::int64_t item = task / n_splits;
+        const std::int64_t split = task % n_splits;
+        const AttentionTile tile = tile_of(item, split);
+        float* base = n_splits > 1 ? attention_partials_.data() + task * tile_floats
+                                   : scratch_[static_cast<std::size_t>(thread)].data();
+        float* m = base;
+        float* l = m + tile_rows;
+        float* acc = l + tile_rows;
+        float* scores = scratch_[static_cast<std::size_t>(thread)].data() + tile_floats;
+        attention_tile(a, tile, m, l, acc, scores);
+        if (n_splits == 1) normalize(tile, l, acc);
+    });
+    if (n_splits == 1) return;
+
+    // Merge the splits of each item: rescale every partial to the common max, then sum.
+    for (std::int64_t item = 0; item < n_items; ++item) {
+        const AttentionTile tile = tile_of(item, 0);
+        const std::int64_t rows_used = (tile.q_end - tile.q_begin) * group;
+        float* first = attention_partials_.data() + item * n_splits * tile_floats;
+        float* m0 = first;
+        float* l0 = m0 + tile_rows;
+        float* acc0 = l0 + tile_rows;
+        for (std::int64_t s = 1; s < n_splits; ++s) {
+            const float* ms = first + s * tile_floats;
+            const float* ls = ms + tile_rows;
+            const float* accs = ls + tile_rows;
+            for (std::int64_t row = 0; row < rows_used; ++row) {
+                if (ls[row] == 0.0f) continue;
+                const float m_new = std::max(m0[row], ms[row]);
+                const float k0 = std::exp(m0[row] - m_new);  // 0 if m0 is -inf
+                const float ks = std::exp(ms[row] - m_new);
+                l0[row] = l0[row] * k0 + ls[row] * ks;
+                for (std::int64_t c = 0; c < d; ++c) {
+                    acc0[row * d + c] = acc0[row * d + c] * k0 + accs[row * d + c] * ks;
+                }
+                m0[row] = m_new;
+            }
+        }
+        normalize(tile, l0, acc0);
+    }
+}
+
+void CpuBackend::silu_mul(const float* gate, const float* up, std::int64_t n, float* out) {
+    if (n < kMinParallelElements) {
+        silu_mul_range(gate, up, 0, n, out);
+        return;
+    }
+    parallel_ranges(n, 4096, [&](std::int64_t begin, std::int64_t end, int) {
+        silu_mul_range(gate, up, begin, end, out);
+    });
+}
+
+void CpuBackend::add(const float* a, const float* b, std::int64_t n, float* out) {
+    if (n < kMinParallelElements) {
+        add_range(a, b, 0, n, out);
+        return;
+    }
+    parallel_ranges(n, 4096, [&](std::int64_t begin, std::int64_t end, int) {
+        add_range(a, b, begin, end, out);
+    });
+}
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options, const CpuTuning& tuning) {
+    return std::make_unique<CpuBackend>(options, tuning);
+}
+
+}  // namespace brigade::model::cpu

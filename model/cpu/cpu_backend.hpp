@@ -1,0 +1,79 @@
+#pragma once
+// The optimized CPU backend: Highway SIMD kernels (kernels.hpp), a persistent thread pool and
+// BLAS sgemm on dequantized weight panels for prompt processing. Numbers agree with the
+// reference backend to f32 rounding (tests/unit/cpu).
+
+#include <memory>
+#include <vector>
+
+#include "model/backend.hpp"
+#include "model/cpu/thread_pool.hpp"
+
+namespace brigade::model::cpu {
+
+// Knobs that tests and benchmarks turn; the defaults are what `make_backend` uses.
+struct CpuTuning {
+    // From this many tokens on, matmul dequantizes panels of weight rows to f32 and runs sgemm
+    // on them; below it the fused decode kernels run (weights are read once either way).
+    std::int64_t gemm_min_tokens = 16;
+    // Use BLAS for those panels when the build has it (false: the Highway kernels).
+    bool use_blas = true;
+    // At most this many weight rows per prompt-processing panel (f32 scratch per thread is
+    // panel_rows * cols * 4 bytes).
+    std::int64_t max_panel_rows = 256;
+    // A long context is split over several attention tiles once each still has this many keys.
+    std::int64_t min_keys_per_split = 256;
+};
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(const BackendOptions& options, const CpuTuning& tuning);
+
+    std::string_view name() const override { return "cpu"; }
+    BackendKind kind() const override { return BackendKind::kCpu; }
+    bool supports(const WeightMatrix& w) const override;
+    int n_threads() const { return pool_.size(); }
+
+    DeviceBuffer alloc(std::size_t bytes) override;
+    WeightMatrix upload(const WeightMatrix& host) override { return host; }
+    WeightVector upload(const WeightVector& host) override { return host; }
+    void write(DeviceBuffer& dst, std::size_t offset_bytes, const void* src,
+               std::size_t bytes) override;
+    void read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
+              std::size_t bytes) override;
+    void synchronize() override {}
+
+    void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                const WeightVector* bias = nullptr) override;
+    void embed(const WeightMatrix& table, std::span<const std::int32_t> ids, float* out) override;
+    void rms_norm(const float* x, const WeightVector& weight, std::int64_t n, std::int64_t d,
+                  float eps, float* y) override;
+    void rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
+              const std::int32_t* positions, std::span<const float> inv_freq,
+              float attention_scaling) override;
+    void attention(const AttentionArgs& args) override;
+    void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) override;
+    void add(const float* a, const float* b, std::int64_t n, float* out) override;
+
+private:
+    void matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                       const WeightVector* bias);
+    void matmul_prefill(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                        const WeightVector* bias);
+    // Makes every thread's scratch hold at least `floats` floats (grows only, on this thread).
+    void reserve_scratch(std::size_t floats);
+    // Splits [0, count) into about 4 chunks per thread of at least `min_chunk` items and runs
+    // f(begin, end, thread) on the pool.
+    template <class F>
+    void parallel_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
+
+    CpuTuning tuning_;
+    ThreadPool pool_;
+    std::vector<std::vector<float>> scratch_;  // [thread] kernel scratch
+    std::vector<float> attention_partials_;    // split-K attention (m, l, acc) per tile row
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
+                                          const CpuTuning& tuning = {});
+
+}  // namespace brigade::model::cpu

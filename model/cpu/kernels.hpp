@@ -1,0 +1,51 @@
+#pragma once
+// Entry points of the SIMD kernels of the CPU backend. Each is implemented once per Highway
+// target (AVX2, AVX-512, SSE4, NEON, SVE, ...) and picked at run time by HWY_DYNAMIC_DISPATCH,
+// so one binary runs at the best width the machine offers. All of them are single-threaded:
+// `CpuBackend` splits the work over its thread pool and calls these on slices.
+//
+// Every kernel is held to the scalar reference (reference_backend.cpp) by tests/unit/cpu.
+
+#include <cstdint>
+
+#include "model/backend.hpp"
+#include "model/tensor.hpp"
+
+namespace brigade::model::cpu {
+
+// y[t * ldy + r] = dot(x[t, :], W[r, :]) (+ bias[r]) for rows r in [row_begin, row_end) and
+// tokens t in [0, n). `row_scratch` holds w.cols floats: for n > 4 a quantized row is decoded
+// there once and reused for every token, for n <= 4 it is decoded in registers (fused).
+void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
+               std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
+               float* row_scratch);
+
+// out[(r - row_begin) * w.cols + c] = W[r, c] as f32, for r in [row_begin, row_end).
+void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                     float* out);
+
+// y[i, :] = x[i, :] * inv_rms(x[i, :]) * weight for rows [row_begin, row_end) of width d.
+void rms_norm_rows(const float* x, const WeightVector& weight, std::int64_t row_begin,
+                   std::int64_t row_end, std::int64_t d, float eps, float* y);
+
+// out[i] = silu(gate[i]) * up[i] for i in [begin, end).
+void silu_mul_range(const float* gate, const float* up, std::int64_t begin, std::int64_t end,
+                    float* out);
+// out[i] = a[i] + b[i] for i in [begin, end).
+void add_range(const float* a, const float* b, std::int64_t begin, std::int64_t end, float* out);
+
+// One attention work item: query rows of one KV head against keys [key_begin, key_end).
+// Rows are (query i in [q_begin, q_end)) x (head h in the KV head's group); row `j` keeps its
+// running max in m[j], its softmax denominator in l[j] and its unnormalised output in
+// acc[j * head_dim ...]. These are partial results: `attention_merge` combines them.
+struct AttentionTile {
+    std::int64_t kv_head = 0;
+    std::int64_t q_begin = 0, q_end = 0;
+    std::int64_t key_begin = 0, key_end = 0;
+};
+// `scores` holds at least kAttentionKeyBlock floats.
+inline constexpr std::int64_t kAttentionKeyBlock = 64;
+void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
+                    float* acc, float* scores);
+
+}  // namespace brigade::model::cpu

@@ -1,0 +1,213 @@
+// CpuBackend::matmul and embed against the reference backend on odd shapes, every weight
+// format, unaligned data, 1-3 threads, both the fused decode kernels and the panel GEMM path
+// (with and without BLAS), and every Highway target this machine can run.
+//
+// Tolerance: |cpu - ref| <= 1e-5 * sum_c |x_c * w_rc| + 1e-6 per output. Both sides sum in
+// f32 in different orders; the bound on that difference is about cols * 2^-24 * sum|terms|
+// (3e-5 relative for 384 columns at worst, typically 100x less), so 1e-5 catches any wrong
+// element or dropped block while allowing reordering.
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <string>
+
+#include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/simd_targets.hpp"
+#include "tests/unit/cpu/weight_fixtures.hpp"
+
+namespace brigade::model::cpu {
+namespace {
+
+std::unique_ptr<Backend> reference() { return make_backend(BackendKind::kReference).value(); }
+
+struct Case {
+    std::string what;
+    test::OwnedWeight w;
+};
+
+std::vector<Case> all_formats(std::int64_t rows, int misalign) {
+    std::vector<Case> cases;
+    const std::uint32_t seed = static_cast<std::uint32_t>(rows * 7 + misalign);
+    for (std::int64_t cols : {37, 96, 160, 352}) {
+        for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+            cases.push_back({std::string(dtype_name(dt)) + " cols=" + std::to_string(cols),
+                             test::make_plain_weight(dt, rows, cols, seed + cols, misalign)});
+        }
+    }
+    for (int bits : {2, 3, 4, 5, 6, 8}) {
+        for (int group : {32, 64, 128}) {
+            for (std::int64_t cols : {96, 160, 352, 384}) {
+                if (cols % group != 0) continue;
+                if (group == 32 && cols == 384) continue;  // keep the run short
+                const DType sd =
+                    bits % 2 == 0 ? DType::kBF16 : (bits == 3 ? DType::kF16 : DType::kF32);
+                cases.push_back(
+                    {"q" + std::to_string(bits) + " g" + std::to_string(group) +
+                         " cols=" + std::to_string(cols) + " scales=" + std::string(dtype_name(sd)),
+                     test::make_quant_weight(bits, group, sd, rows, cols,
+                                             seed + bits * 31 + group + cols, misalign)});
+            }
+        }
+    }
+    return cases;
+}
+
+// Checks y against the reference product, with the tolerance of the file comment.
+void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t n,
+                         const std::vector<float>& y, const std::vector<float>& ref,
+                         const std::string& what) {
+    const std::int64_t rows = w.view.rows, cols = w.view.cols;
+    int failures = 0;
+    for (std::int64_t t = 0; t < n && failures < 5; ++t) {
+        for (std::int64_t r = 0; r < rows && failures < 5; ++r) {
+            double magnitude = 0.0;
+            for (std::int64_t c = 0; c < cols; ++c) {
+                magnitude += std::abs(static_cast<double>(x[t * cols + c]) * w.dense[r * cols + c]);
+            }
+            const double tol = 1e-5 * magnitude + 1e-6;
+            const double diff = std::abs(static_cast<double>(y[t * rows + r]) - ref[t * rows + r]);
+            if (diff > tol) {
+                ++failures;
+                ADD_FAILURE() << what << " n=" << n << " t=" << t << " r=" << r
+                              << " cpu=" << y[t * rows + r] << " ref=" << ref[t * rows + r]
+                              << " tol=" << tol;
+            }
+        }
+    }
+}
+
+void run_matmul_cases(Backend& cpu, const std::string& label,
+                      std::initializer_list<std::int64_t> ns) {
+    auto ref = reference();
+    int misalign = 0;
+    for (std::int64_t rows : {5, 37}) {
+        misalign = (misalign + 1) % 4;
+        for (const auto& c : all_formats(rows, misalign)) {
+            ASSERT_TRUE(cpu.supports(c.w.view)) << c.what;
+            for (std::int64_t n : ns) {
+                const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols),
+                                                   static_cast<std::uint32_t>(n + rows));
+                std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+                std::vector<float> expect(y.size());
+                cpu.matmul(c.w.view, x.data(), n, y.data());
+                ref->matmul(c.w.view, x.data(), n, expect.data());
+                expect_close_matmul(c.w, x, n, y, expect,
+                                    label + " " + c.what + " misalign=" + std::to_string(misalign));
+            }
+        }
+    }
+}
+
+TEST(CpuMatmul, DecodeKernelsAllFormatsAndThreadCounts) {
+    for (int threads : {1, 2, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        run_matmul_cases(cpu, "threads=" + std::to_string(threads), {1, 3, 4, 5, 9});
+    }
+}
+
+TEST(CpuMatmul, PrefillPanelsWithBlas) {
+    for (int threads : {1, 3}) {
+        CpuTuning tuning;
+        tuning.max_panel_rows = 16;  // several panels even for 37 rows
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        run_matmul_cases(cpu, "blas threads=" + std::to_string(threads), {17, 70});
+    }
+}
+
+TEST(CpuMatmul, PrefillPanelsWithoutBlas) {
+    CpuTuning tuning;
+    tuning.use_blas = false;
+    tuning.max_panel_rows = 8;
+    CpuBackend cpu(BackendOptions{2}, tuning);
+    run_matmul_cases(cpu, "no-blas", {17, 70});
+}
+
+TEST(CpuMatmul, BiasIsAddedInBothPaths) {
+    auto ref = reference();
+    for (DType bias_dtype : {DType::kF32, DType::kBF16}) {
+        auto w = test::make_quant_weight(4, 64, DType::kBF16, 37, 128, 3, 1);
+        std::vector<std::uint8_t> bias_bytes(37 * 4 + 3);
+        const auto bias_values = test::random_floats(37, 4, -3.0f, 3.0f);
+        const std::size_t elem = bias_dtype == DType::kF32 ? 4 : 2;
+        for (std::size_t i = 0; i < 37; ++i) {
+            test::store_scalar(bias_dtype, bias_values[i], bias_bytes.data() + 3 + i * elem);
+        }
+        const WeightVector bias{bias_dtype, 37, bias_bytes.data() + 3};
+        for (std::int64_t n : {1, 2, 40}) {
+            CpuBackend cpu(BackendOptions{2}, CpuTuning{});
+            const auto x = test::random_floats(static_cast<std::size_t>(n * 128), 5);
+            std::vector<float> y(static_cast<std::size_t>(n * 37)), expect(y.size());
+            cpu.matmul(w.view, x.data(), n, y.data(), &bias);
+            ref->matmul(w.view, x.data(), n, expect.data(), &bias);
+            for (std::size_t i = 0; i < y.size(); ++i) {
+                ASSERT_NEAR(y[i], expect[i], 1e-4) << "n=" << n << " i=" << i;
+            }
+        }
+    }
+}
+
+TEST(CpuMatmul, EveryHighwayTargetAgrees) {
+    auto ref = reference();
+    const auto targets = hwy::SupportedAndGeneratedTargets();
+    ASSERT_FALSE(targets.empty());
+    for (std::int64_t target : targets) {
+        hwy::SetSupportedTargetsForTest(target);
+        CpuBackend cpu(BackendOptions{2}, CpuTuning{});
+        std::vector<Case> cases;
+        cases.push_back({"bf16", test::make_plain_weight(DType::kBF16, 9, 101, 1, 1)});
+        cases.push_back({"f16", test::make_plain_weight(DType::kF16, 9, 101, 2, 3)});
+        for (int bits : {2, 3, 4, 5, 6, 8}) {
+            cases.push_back({"q" + std::to_string(bits),
+                             test::make_quant_weight(bits, 32, DType::kF16, 9, 160, bits, 2)});
+        }
+        for (const auto& c : cases) {
+            for (std::int64_t n : {1, 3, 6, 20}) {
+                const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols), 9);
+                std::vector<float> y(static_cast<std::size_t>(n * 9)), expect(y.size());
+                cpu.matmul(c.w.view, x.data(), n, y.data());
+                ref->matmul(c.w.view, x.data(), n, expect.data());
+                expect_close_matmul(c.w, x, n, y, expect,
+                                    std::string(hwy::TargetName(target)) + " " + c.what);
+            }
+        }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(CpuEmbed, MatchesReferenceIncludingQuantizedTables) {
+    auto ref = reference();
+    CpuBackend cpu(BackendOptions{3}, CpuTuning{});
+    std::vector<Case> tables;
+    tables.push_back({"bf16", test::make_plain_weight(DType::kBF16, 50, 35, 1, 1)});
+    tables.push_back({"q4", test::make_quant_weight(4, 64, DType::kBF16, 50, 128, 2, 3)});
+    tables.push_back({"q6", test::make_quant_weight(6, 32, DType::kF32, 50, 96, 3, 2)});
+    std::vector<std::int32_t> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back((i * 17) % 50);
+    ids.push_back(49);
+    ids.push_back(0);
+    for (const auto& t : tables) {
+        const auto cols = static_cast<std::size_t>(t.w.view.cols);
+        std::vector<float> out(ids.size() * cols), expect(out.size());
+        cpu.embed(t.w.view, ids, out.data());
+        ref->embed(t.w.view, ids, expect.data());
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            // Decoding is exact up to the fused multiply-add of scale*q + bias.
+            ASSERT_NEAR(out[i], expect[i], 1e-6 * (1.0 + std::abs(expect[i])))
+                << t.what << " " << i;
+        }
+    }
+}
+
+TEST(CpuEmbed, OutOfRangeIdsGiveZerosNotACrash) {
+    CpuBackend cpu(BackendOptions{1}, CpuTuning{});
+    auto t = test::make_plain_weight(DType::kF32, 4, 8, 1);
+    const std::int32_t ids[2] = {4, -1};
+    std::vector<float> out(16, 1.0f);
+    cpu.embed(t.view, ids, out.data());
+    for (float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+}  // namespace
+}  // namespace brigade::model::cpu

@@ -1,0 +1,206 @@
+// CpuBackend's non-matmul ops against the reference backend: RMSNorm, RoPE, attention (GQA,
+// decode against a cache, split-K over long contexts), SiLU-mul and add, with 1-3 threads.
+//
+// Tolerances: element-wise ops differ from the reference only by the vector exp (hwy Exp,
+// about 2 ulp), so 1e-6 relative; RMSNorm by the order of the sum of squares, so 1e-5
+// relative; attention by summation order and the online-softmax rescaling, so
+// 2e-5 + 1e-5*|ref| with inputs in [-1, 1].
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <string>
+
+#include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/simd_targets.hpp"
+#include "tests/unit/cpu/weight_fixtures.hpp"
+
+namespace brigade::model::cpu {
+namespace {
+
+std::unique_ptr<Backend> reference() { return make_backend(BackendKind::kReference).value(); }
+
+void expect_all_near(const std::vector<float>& got, const std::vector<float>& want, double abs_tol,
+                     double rel_tol, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size());
+    int failures = 0;
+    for (std::size_t i = 0; i < got.size() && failures < 5; ++i) {
+        const double tol = abs_tol + rel_tol * std::abs(want[i]);
+        if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= tol)) {
+            ++failures;
+            ADD_FAILURE() << what << " i=" << i << " cpu=" << got[i] << " ref=" << want[i];
+        }
+    }
+}
+
+TEST(CpuOps, RmsNormOddWidthsAllWeightDtypesInPlace) {
+    auto ref = reference();
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+            for (std::int64_t d : {1, 7, 64, 899}) {
+                for (std::int64_t n : {1, 3, 70}) {
+                    auto wv = test::make_plain_weight(dt, 1, d, static_cast<std::uint32_t>(d), 1);
+                    const WeightVector weight{dt, d, wv.view.data};
+                    auto x = test::random_floats(static_cast<std::size_t>(n * d), 3, -4.0f, 4.0f);
+                    std::vector<float> want(x.size());
+                    ref->rms_norm(x.data(), weight, n, d, 1e-6f, want.data());
+                    cpu.rms_norm(x.data(), weight, n, d, 1e-6f, x.data());  // in place
+                    expect_all_near(x, want, 1e-7, 1e-5,
+                                    "rms_norm d=" + std::to_string(d) + " n=" + std::to_string(n));
+                }
+            }
+        }
+    }
+}
+
+TEST(CpuOps, RopeMatchesReferenceBitForBit) {
+    auto ref = reference();
+    CpuBackend cpu(BackendOptions{3}, CpuTuning{});
+    struct Shape {
+        std::int64_t n_tokens, n_heads, head_dim, n_freq;
+    };
+    for (const Shape s : {Shape{1, 14, 64, 32}, Shape{17, 3, 96, 16}, Shape{300, 8, 64, 32}}) {
+        std::vector<float> inv_freq(static_cast<std::size_t>(s.n_freq));
+        for (std::int64_t i = 0; i < s.n_freq; ++i) {
+            inv_freq[static_cast<std::size_t>(i)] =
+                static_cast<float>(std::pow(1e6, -2.0 * static_cast<double>(i) / (2.0 * s.n_freq)));
+        }
+        std::vector<std::int32_t> pos(static_cast<std::size_t>(s.n_tokens));
+        for (std::int64_t t = 0; t < s.n_tokens; ++t)
+            pos[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(30000 + 7 * t);
+        auto x =
+            test::random_floats(static_cast<std::size_t>(s.n_tokens * s.n_heads * s.head_dim), 8);
+        auto want = x;
+        ref->rope(want.data(), s.n_tokens, s.n_heads, s.head_dim, pos.data(), inv_freq, 1.25f);
+        cpu.rope(x.data(), s.n_tokens, s.n_heads, s.head_dim, pos.data(), inv_freq, 1.25f);
+        // Same formula, same order: allow only FMA contraction differences.
+        expect_all_near(x, want, 1e-6, 1e-6, "rope n_tokens=" + std::to_string(s.n_tokens));
+    }
+}
+
+struct AttnCase {
+    std::int64_t n_q, n_kv, n_heads, n_kv_heads, head_dim, q_pos0;
+};
+
+void check_attention(Backend& cpu, const AttnCase& c, const std::string& label) {
+    auto ref = reference();
+    const auto q = test::random_floats(static_cast<std::size_t>(c.n_q * c.n_heads * c.head_dim), 1);
+    const auto k =
+        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 2);
+    const auto v =
+        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 3);
+    std::vector<float> out(q.size(), NAN), want(q.size(), NAN);
+    AttentionArgs a;
+    a.q = q.data();
+    a.k = k.data();
+    a.v = v.data();
+    a.n_q = c.n_q;
+    a.n_kv = c.n_kv;
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv_heads;
+    a.head_dim = c.head_dim;
+    a.q_pos0 = c.q_pos0;
+    // A large scale makes the softmax peaky, so a wrong mask or max shows up clearly.
+    a.scale = 4.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.out = want.data();
+    ref->attention(a);
+    a.out = out.data();
+    cpu.attention(a);
+    expect_all_near(out, want, 2e-5, 1e-5,
+                    label + " n_q=" + std::to_string(c.n_q) + " n_kv=" + std::to_string(c.n_kv) +
+                        " heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) +
+                        " d=" + std::to_string(c.head_dim) + " q_pos0=" + std::to_string(c.q_pos0));
+}
+
+TEST(CpuOps, AttentionPrefillAndDecodeWithGqaRatios) {
+    for (int threads : {1, 2, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        const std::string label = "threads=" + std::to_string(threads);
+        for (std::int64_t ratio : {1, 2, 3, 4}) {
+            for (std::int64_t d : {64, 36}) {
+                const std::int64_t kvh = 2, heads = 2 * ratio;
+                check_attention(cpu, {1, 1, heads, kvh, d, 0}, label);      // first token
+                check_attention(cpu, {17, 17, heads, kvh, d, 0}, label);    // prefill
+                check_attention(cpu, {70, 70, heads, kvh, d, 0}, label);    // prefill, blocks
+                check_attention(cpu, {1, 41, heads, kvh, d, 40}, label);    // decode vs cache
+                check_attention(cpu, {3, 103, heads, kvh, d, 100}, label);  // chunk vs cache
+                check_attention(cpu, {17, 200, heads, kvh, d, 150},
+                                label);  // keys past the chunk are masked
+            }
+        }
+    }
+}
+
+TEST(CpuOps, AttentionSplitsLongContextsAcrossThreads) {
+    for (int threads : {2, 3}) {
+        CpuTuning tuning;
+        tuning.min_keys_per_split = 16;  // force split-K on modest contexts
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        const std::string label = "split threads=" + std::to_string(threads);
+        check_attention(cpu, {1, 1000, 4, 1, 64, 999}, label);
+        check_attention(cpu, {1, 333, 6, 2, 36, 332}, label);
+        check_attention(cpu, {2, 500, 8, 2, 64, 498}, label);
+        check_attention(cpu, {1, 20, 3, 3, 64, 19}, label);  // splits with empty tails
+    }
+}
+
+TEST(CpuOps, SiluMulAndAddIncludingAliasAndParallelSizes) {
+    auto ref = reference();
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        for (std::int64_t n : {1, 13, 100003}) {
+            auto g = test::random_floats(static_cast<std::size_t>(n), 4, -30.0f, 30.0f);
+            const auto u = test::random_floats(static_cast<std::size_t>(n), 5);
+            std::vector<float> want(g.size());
+            ref->silu_mul(g.data(), u.data(), n, want.data());
+            cpu.silu_mul(g.data(), u.data(), n, g.data());  // out aliases gate
+            expect_all_near(g, want, 1e-7, 1e-6, "silu_mul n=" + std::to_string(n));
+
+            auto a = test::random_floats(static_cast<std::size_t>(n), 6);
+            std::vector<float> sum(a.size());
+            ref->add(a.data(), u.data(), n, sum.data());
+            cpu.add(a.data(), u.data(), n, a.data());  // out aliases a
+            expect_all_near(a, sum, 0.0, 0.0, "add n=" + std::to_string(n));
+        }
+    }
+}
+
+TEST(CpuOps, SiluHandlesHugeNegativeGates) {
+    CpuBackend cpu(BackendOptions{1}, CpuTuning{});
+    std::vector<float> g = {-1000.0f, -89.0f, -88.0f, 0.0f, 50.0f, 1000.0f, -1e30f, 3.0f, 1e30f};
+    const std::vector<float> u(g.size(), 2.0f);
+    std::vector<float> out(g.size());
+    cpu.silu_mul(g.data(), u.data(), static_cast<std::int64_t>(g.size()), out.data());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+        const double want = 2.0 * g[i] / (1.0 + std::exp(-static_cast<double>(g[i])));
+        EXPECT_TRUE(std::isfinite(out[i])) << g[i];
+        EXPECT_NEAR(out[i], want, 1e-6 * (1.0 + std::abs(want))) << g[i];
+    }
+}
+
+TEST(CpuOps, EveryHighwayTargetAgrees) {
+    auto ref = reference();
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        CpuBackend cpu(BackendOptions{2}, CpuTuning{});
+        const std::string name = hwy::TargetName(target);
+        check_attention(cpu, {5, 37, 6, 2, 36, 32}, name);
+        auto wv = test::make_plain_weight(DType::kBF16, 1, 99, 3, 1);
+        const WeightVector weight{DType::kBF16, 99, wv.view.data};
+        auto x = test::random_floats(3 * 99, 3);
+        std::vector<float> y(x.size()), want(x.size());
+        ref->rms_norm(x.data(), weight, 3, 99, 1e-5f, want.data());
+        cpu.rms_norm(x.data(), weight, 3, 99, 1e-5f, y.data());
+        expect_all_near(y, want, 1e-7, 1e-5, name + " rms_norm");
+        ref->silu_mul(x.data(), want.data(), 297, y.data());
+        std::vector<float> y2(x.size());
+        cpu.silu_mul(x.data(), want.data(), 297, y2.data());
+        expect_all_near(y2, y, 1e-7, 1e-6, name + " silu_mul");
+    }
+    hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace
+}  // namespace brigade::model::cpu
