@@ -1,0 +1,211 @@
+#pragma once
+// The typed messages that travel inside encrypted links (see PROTOCOL.md for the byte layout).
+// Plain structs; wire.cpp encodes and decodes them field by field, little-endian.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "mesh/identity.hpp"
+
+namespace brigade::mesh {
+
+inline constexpr std::uint16_t kProtocolMajor = 1;
+inline constexpr std::uint16_t kProtocolMinor = 0;
+
+// Capability bits a node announces in Hello; a link uses the AND of both sides.
+enum Capability : std::uint64_t {
+    kCapActivationsBf16 = 1u << 0,
+    kCapActivationsF32 = 1u << 1,
+    kCapPipelineStage = 1u << 2,  // can run a layer range
+    kCapApi = 1u << 3,            // serves the HTTP API
+};
+
+enum class MsgType : std::uint16_t {
+    kHello = 1,
+    kHeartbeat = 2,
+    kPeerList = 3,
+    kCapacity = 4,
+    kPlanPropose = 5,
+    kPlanAck = 6,
+    kPlanCommit = 7,
+    kPlanAbort = 8,
+    kRequest = 9,
+    kActivation = 10,
+    kToken = 11,
+    kCancel = 12,
+    kError = 13,
+    kBye = 14,
+};
+inline constexpr std::uint16_t kMaxMsgType = 14;
+
+// First frame each way on every link. `node_id` must match the identity the handshake proved.
+struct Hello {
+    std::uint16_t major = kProtocolMajor;
+    std::uint16_t minor = kProtocolMinor;
+    std::uint64_t capabilities = 0;
+    NodeId node_id;
+    std::uint16_t listen_port = 0;  // where this node accepts mesh links (0: does not listen)
+    std::string software;           // e.g. "brigade/0.1.0", for logs
+    bool operator==(const Hello&) const = default;
+};
+
+// Keepalive and RTT probe. A request (`reply == false`) is answered with the same seq and time.
+struct Heartbeat {
+    std::uint64_t seq = 0;
+    std::uint64_t sent_us = 0;  // sender's monotonic clock, echoed back in the reply
+    bool reply = false;
+    bool operator==(const Heartbeat&) const = default;
+};
+
+struct PeerInfo {
+    NodeId id;
+    std::vector<PeerAddress> addresses;
+    bool operator==(const PeerInfo&) const = default;
+};
+
+// Gossip: the peers the sender knows about, so every node learns every other.
+struct PeerList {
+    std::vector<PeerInfo> peers;
+    bool operator==(const PeerList&) const = default;
+};
+
+struct LinkMeasurement {
+    NodeId peer;
+    std::uint32_t rtt_us = 0;
+    double bandwidth_bytes_per_s = 0;  // 0: not measured
+    bool operator==(const LinkMeasurement&) const = default;
+};
+
+struct CapacityReport {
+    NodeId node_id;
+    std::uint64_t memory_bytes = 0;  // offered for weights + KV
+    std::string backend;             // "cpu", "cuda", ...
+    std::string model_id;            // the model the speed was measured for
+    double seconds_per_layer = 0;    // measured decode time of one layer for one token
+    std::vector<LinkMeasurement> links;
+    bool operator==(const CapacityReport&) const = default;
+};
+
+struct StageAssignment {
+    NodeId node;
+    std::int32_t first_layer = 0;
+    std::int32_t last_layer = 0;  // exclusive
+    bool operator==(const StageAssignment&) const = default;
+};
+
+struct PlanPropose {
+    std::uint64_t epoch = 0;
+    NodeId coordinator;
+    std::string model_id;
+    std::vector<StageAssignment> stages;
+    double predicted_tok_s = 0;
+    bool operator==(const PlanPropose&) const = default;
+};
+
+enum class AckStatus : std::uint8_t {
+    kReady = 0,           // stage loaded (or nothing to load)
+    kLoadFailed = 1,      // could not load its range
+    kStale = 2,           // epoch not above what this node promised
+    kNotCoordinator = 3,  // proposer is not the coordinator in this node's view
+};
+
+struct PlanAck {
+    std::uint64_t epoch = 0;
+    NodeId node_id;
+    AckStatus status = AckStatus::kReady;
+    std::uint64_t highest_epoch =
+        0;  // highest epoch the sender has seen (lets a stale coordinator catch up)
+    std::string message;
+    bool operator==(const PlanAck&) const = default;
+};
+
+struct PlanCommit {
+    std::uint64_t epoch = 0;
+    NodeId coordinator;
+    bool operator==(const PlanCommit&) const = default;
+};
+
+struct PlanAbort {
+    std::uint64_t epoch = 0;
+    NodeId coordinator;
+    std::string reason;
+    bool operator==(const PlanAbort&) const = default;
+};
+
+// A generation request routed to the pipeline head: tokens (prompt, plus already generated tokens
+// when a request is resumed), and the opaque sampler state that travels with it.
+struct RequestFrame {
+    std::uint64_t request_id = 0;
+    std::uint64_t epoch = 0;
+    NodeId origin;  // the node that took the request and streams to the client
+    std::vector<std::int32_t> tokens;
+    std::uint32_t max_new_tokens = 0;
+    std::vector<std::uint8_t> sampler_state;  // serialized by node/, opaque to mesh/
+    bool operator==(const RequestFrame&) const = default;
+};
+
+enum class ActivationDType : std::uint8_t { kBF16 = 0, kF32 = 1 };
+
+inline constexpr std::size_t activation_dtype_bytes(ActivationDType t) {
+    return t == ActivationDType::kF32 ? 4 : 2;
+}
+
+// Hidden states between stages: [n_tokens, hidden] in `dtype`, little-endian.
+struct ActivationFrame {
+    std::uint64_t request_id = 0;
+    std::uint64_t epoch = 0;       // plan epoch; a stage drops frames of another epoch
+    std::int32_t first_layer = 0;  // the layer the receiving stage starts at
+    ActivationDType dtype = ActivationDType::kBF16;
+    std::uint32_t n_tokens = 0;
+    std::uint32_t hidden = 0;
+    std::vector<std::uint64_t> seq_ids;       // [n_tokens]
+    std::vector<std::int32_t> positions;      // [n_tokens]
+    std::vector<std::uint8_t> sampler_state;  // opaque, for the tail
+    std::vector<std::uint8_t> payload;        // [n_tokens, hidden] elements of `dtype`
+    bool operator==(const ActivationFrame&) const = default;
+};
+
+// The tail's sampled token, sent back to the head (and to the origin for streaming).
+struct TokenFrame {
+    std::uint64_t request_id = 0;
+    std::uint64_t epoch = 0;
+    std::uint64_t seq_id = 0;
+    std::int32_t position = 0;
+    std::int32_t token = 0;
+    float logprob = 0;
+    bool finished = false;
+    std::vector<std::uint8_t> sampler_state;  // after sampling this token
+    bool operator==(const TokenFrame&) const = default;
+};
+
+struct Cancel {
+    std::uint64_t request_id = 0;
+    std::string reason;
+    bool operator==(const Cancel&) const = default;
+};
+
+struct ErrorFrame {
+    std::uint32_t code = 0;
+    std::uint64_t request_id = 0;  // 0: about the link, not a request
+    std::string message;
+    bool operator==(const ErrorFrame&) const = default;
+};
+
+enum class ByeReason : std::uint8_t { kShutdown = 0, kLeave = 1, kProtocolError = 2, kIdle = 3 };
+
+struct Bye {
+    ByeReason reason = ByeReason::kShutdown;
+    std::string message;
+    bool operator==(const Bye&) const = default;
+};
+
+using Message =
+    std::variant<Hello, Heartbeat, PeerList, CapacityReport, PlanPropose, PlanAck, PlanCommit,
+                 PlanAbort, RequestFrame, ActivationFrame, TokenFrame, Cancel, ErrorFrame, Bye>;
+
+MsgType message_type(const Message& m);
+const char* msg_type_name(MsgType t);
+
+}  // namespace brigade::mesh

@@ -1,0 +1,585 @@
+#include "mesh/tcp_transport.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+#include <functional>
+
+#include "mesh/handshake.hpp"
+#include "mesh/secure_channel.hpp"
+
+namespace brigade::mesh {
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::ip::tcp;
+using Ms = std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+// Runs `on_fire` (which closes a socket or cancels a resolver) when a deadline passes. Pending
+// operations then fail, which is how connect and handshake get their timeouts. Disarmed on
+// destruction, so it never touches an object that has moved on.
+class Watchdog {
+public:
+    Watchdog(const asio::any_io_executor& ex, Ms deadline, std::function<void()> on_fire)
+        : timer_(ex), state_(std::make_shared<State>()) {
+        state_->on_fire = std::move(on_fire);
+        timer_.expires_after(deadline);
+        timer_.async_wait([state = state_](boost::system::error_code ec) {
+            if (ec || !state->armed) return;
+            state->fired = true;
+            state->on_fire();
+        });
+    }
+    ~Watchdog() { disarm(); }
+    Watchdog(const Watchdog&) = delete;
+    Watchdog& operator=(const Watchdog&) = delete;
+
+    void disarm() {
+        state_->armed = false;
+        timer_.cancel();
+    }
+    bool fired() const { return state_->fired; }
+
+private:
+    struct State {
+        bool armed = true;
+        bool fired = false;
+        std::function<void()> on_fire;
+    };
+    asio::steady_timer timer_;
+    std::shared_ptr<State> state_;
+};
+
+std::uint64_t now_us() {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now().time_since_epoch())
+            .count());
+}
+
+std::size_t message_bytes_estimate(const Message& m) {
+    if (const auto* a = std::get_if<ActivationFrame>(&m)) return a->payload.size() + 256;
+    if (const auto* r = std::get_if<RequestFrame>(&m)) return r->tokens.size() * 4 + 256;
+    return 256;
+}
+
+awaitable<Result<void>> write_all(tcp::socket& s, ByteSpan bytes) {
+    auto [ec, n] =
+        co_await asio::async_write(s, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
+    if (ec) co_return make_error(errc::io_error, "write failed: " + ec.message());
+    co_return Result<void>{};
+}
+
+awaitable<Result<void>> write_handshake_message(tcp::socket& s, ByteSpan m) {
+    Bytes framed;
+    framed.reserve(m.size() + 2);
+    framed.push_back(static_cast<std::uint8_t>(m.size()));
+    framed.push_back(static_cast<std::uint8_t>(m.size() >> 8));
+    framed.insert(framed.end(), m.begin(), m.end());
+    co_return co_await write_all(s, framed);
+}
+
+awaitable<Result<Bytes>> read_handshake_message(tcp::socket& s) {
+    std::array<std::uint8_t, 2> len{};
+    auto [ec, n] = co_await asio::async_read(s, asio::buffer(len), kNoThrow);
+    if (ec) {
+        co_return make_error(ec == asio::error::eof ? errc::closed : errc::io_error,
+                             "connection ended during the handshake (" + ec.message() + ")");
+    }
+    const std::size_t size =
+        static_cast<std::size_t>(len[0]) | (static_cast<std::size_t>(len[1]) << 8);
+    if (size == 0) co_return make_error(errc::handshake_failed, "empty handshake message");
+    Bytes body(size);  // at most 65535 bytes: the u16 bounds it
+    auto [ec2, n2] = co_await asio::async_read(s, asio::buffer(body), kNoThrow);
+    if (ec2) {
+        co_return make_error(errc::closed,
+                             "connection ended during the handshake (" + ec2.message() + ")");
+    }
+    co_return body;
+}
+
+class TcpLinkCore : public std::enable_shared_from_this<TcpLinkCore> {
+public:
+    TcpLinkCore(tcp::socket socket, SecureChannel channel, LinkConfig config, LinkPeer peer)
+        : socket_(std::move(socket)),
+          channel_(std::move(channel)),
+          config_(std::move(config)),
+          peer_(std::move(peer)),
+          recv_timer_(socket_.get_executor()),
+          send_space_(socket_.get_executor()),
+          writer_wake_(socket_.get_executor()),
+          reader_space_(socket_.get_executor()),
+          keepalive_timer_(socket_.get_executor()) {
+        // Condition timers: never re-armed; cancel() wakes whoever waits on them.
+        send_space_.expires_at(SteadyClock::time_point::max());
+        writer_wake_.expires_at(SteadyClock::time_point::max());
+        reader_space_.expires_at(SteadyClock::time_point::max());
+        last_received_ = last_sent_ = SteadyClock::now();
+    }
+
+    void start() {
+        auto self = shared_from_this();
+        auto on_done = [self](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                self->fail(
+                    make_error(errc::io_error, std::string("link task failed: ") + ex.what()));
+            }
+        };
+        asio::co_spawn(socket_.get_executor(), reader(), on_done);
+        asio::co_spawn(socket_.get_executor(), writer(), on_done);
+        asio::co_spawn(socket_.get_executor(), keepalive(), on_done);
+    }
+
+    awaitable<Result<void>> send(Message m) {
+        auto self = shared_from_this();
+        while (!closed_ && outbox_.size() > config_.max_outbox_bytes) {
+            // The keepalive task closes the link if the writer makes no progress for send_timeout.
+            co_await send_space_.async_wait(kNoThrow);
+        }
+        if (closed_) co_return close_error();
+        if (auto r = enqueue(m); !r) co_return r.error();
+        co_return Result<void>{};
+    }
+
+    awaitable<Result<Message>> receive(Ms timeout) {
+        auto self = shared_from_this();
+        const auto deadline = SteadyClock::now() + timeout;
+        for (;;) {
+            if (!inbox_.empty()) {
+                Message m = std::move(inbox_.front());
+                inbox_.pop_front();
+                inbox_bytes_ -= message_bytes_estimate(m);
+                reader_space_.cancel();
+                co_return m;
+            }
+            if (closed_) co_return close_error();
+            if (SteadyClock::now() >= deadline) {
+                co_return make_error(errc::timeout, "no frame from " + peer_.id.short_string() +
+                                                        " within " +
+                                                        std::to_string(timeout.count()) + " ms");
+            }
+            recv_timer_.expires_at(deadline);
+            co_await recv_timer_.async_wait(kNoThrow);
+        }
+    }
+
+    void close(std::string_view reason, bool send_bye) {
+        if (closed_) return;
+        if (send_bye && !writing_ && outbox_.empty()) {
+            // Best effort: one small write, then the socket closes whatever happens.
+            auto bye = std::make_shared<Bytes>();
+            if (channel_.seal(Bye{ByeReason::kShutdown, std::string(reason)}, *bye)) {
+                auto self = shared_from_this();
+                asio::async_write(socket_, asio::buffer(*bye),
+                                  [self, bye](boost::system::error_code, std::size_t) {
+                                      boost::system::error_code ignored;
+                                      self->socket_.close(ignored);
+                                  });
+                mark_closed(make_error(errc::closed, "closed locally: " + std::string(reason)),
+                            false);
+                return;
+            }
+        }
+        mark_closed(make_error(errc::closed, "closed locally: " + std::string(reason)), true);
+    }
+
+    void fail(Error e) {
+        if (closed_) return;
+        log_to(config_.log, LogLevel::kWarn,
+               "mesh link to " + peer_.id.short_string() + " (" + peer_.remote_host +
+                   ") closed: " + e.what());
+        mark_closed(std::move(e), true);
+    }
+
+    bool is_open() const { return !closed_; }
+    const LinkPeer& peer() const { return peer_; }
+    std::optional<std::chrono::microseconds> rtt() const { return rtt_; }
+    std::string close_reason() const { return close_error_ ? close_error_->what() : std::string(); }
+
+private:
+    Error close_error() const {
+        return close_error_ ? *close_error_ : make_error(errc::closed, "link closed");
+    }
+
+    void mark_closed(Error e, bool close_socket) {
+        closed_ = true;
+        close_error_ = std::move(e);
+        if (close_socket) {
+            boost::system::error_code ignored;
+            socket_.close(ignored);
+        }
+        recv_timer_.cancel();
+        send_space_.cancel();
+        writer_wake_.cancel();
+        reader_space_.cancel();
+        keepalive_timer_.cancel();
+    }
+
+    Result<void> enqueue(const Message& m) {
+        if (auto r = channel_.seal(m, outbox_); !r) {
+            fail(r.error());
+            return r;
+        }
+        if (outbox_queued_at_ == SteadyClock::time_point{}) outbox_queued_at_ = SteadyClock::now();
+        last_sent_ = SteadyClock::now();
+        writer_wake_.cancel();
+        return {};
+    }
+
+    void handle(Message m) {
+        if (auto* hb = std::get_if<Heartbeat>(&m)) {
+            if (!hb->reply) {
+                (void)enqueue(Heartbeat{hb->seq, hb->sent_us, true});
+            } else if (hb->sent_us <= now_us()) {
+                rtt_ = std::chrono::microseconds(now_us() - hb->sent_us);
+            }
+            return;
+        }
+        if (auto* bye = std::get_if<Bye>(&m)) {
+            log_to(config_.log, LogLevel::kInfo,
+                   "mesh peer " + peer_.id.short_string() + " said bye: " + bye->message);
+            mark_closed(make_error(errc::closed, "peer said bye: " + bye->message), true);
+            return;
+        }
+        inbox_bytes_ += message_bytes_estimate(m);
+        inbox_.push_back(std::move(m));
+        recv_timer_.cancel();
+    }
+
+    awaitable<void> reader() {
+        auto self = shared_from_this();
+        Bytes buf(64 * 1024);
+        for (;;) {
+            for (;;) {  // frames already decrypted (including any read with the peer's Hello)
+                auto next = channel_.next();
+                if (!next) {
+                    fail(next.error());
+                    co_return;
+                }
+                if (!*next) break;
+                handle(std::move(**next));
+                if (closed_) co_return;
+            }
+            while (!closed_ && inbox_bytes_ > config_.max_inbox_bytes) {
+                co_await reader_space_.async_wait(kNoThrow);
+            }
+            if (closed_) co_return;
+            auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf), kNoThrow);
+            if (closed_) co_return;
+            if (ec) {
+                if (ec == asio::error::eof && channel_.pending_bytes() == 0) {
+                    fail(make_error(errc::closed, "peer closed the connection"));
+                } else if (ec == asio::error::eof) {
+                    fail(make_error(errc::bad_frame, "stream truncated inside a record or frame (" +
+                                                         std::to_string(channel_.pending_bytes()) +
+                                                         " bytes pending)"));
+                } else {
+                    fail(make_error(errc::io_error, "read failed: " + ec.message()));
+                }
+                co_return;
+            }
+            last_received_ = SteadyClock::now();
+            if (auto f = channel_.feed(ByteSpan(buf.data(), n)); !f) {
+                fail(f.error());
+                co_return;
+            }
+        }
+    }
+
+    awaitable<void> writer() {
+        auto self = shared_from_this();
+        Bytes inflight;
+        for (;;) {
+            if (closed_) co_return;
+            if (outbox_.empty()) {
+                co_await writer_wake_.async_wait(kNoThrow);
+                continue;
+            }
+            inflight.swap(outbox_);
+            outbox_.clear();
+            outbox_queued_at_ = {};
+            write_started_ = SteadyClock::now();
+            writing_ = true;
+            send_space_.cancel();
+            auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(inflight), kNoThrow);
+            writing_ = false;
+            if (ec) {
+                fail(make_error(errc::io_error, "write failed: " + ec.message()));
+                co_return;
+            }
+            inflight.clear();
+        }
+    }
+
+    awaitable<void> keepalive() {
+        auto self = shared_from_this();
+        const Ms step =
+            std::max(Ms(10), std::min(config_.keepalive_interval, config_.idle_timeout) / 4);
+        for (;;) {
+            keepalive_timer_.expires_after(step);
+            co_await keepalive_timer_.async_wait(kNoThrow);
+            if (closed_) co_return;
+            const auto now = SteadyClock::now();
+            if (now - last_received_ >= config_.idle_timeout) {
+                fail(make_error(errc::timeout, "nothing received for " +
+                                                   std::to_string(config_.idle_timeout.count()) +
+                                                   " ms"));
+                co_return;
+            }
+            if ((writing_ && now - write_started_ >= config_.send_timeout) ||
+                (outbox_queued_at_ != SteadyClock::time_point{} &&
+                 now - outbox_queued_at_ >= config_.send_timeout)) {
+                fail(make_error(errc::timeout, "peer stopped reading: a write waited over " +
+                                                   std::to_string(config_.send_timeout.count()) +
+                                                   " ms"));
+                co_return;
+            }
+            if (now - last_sent_ >= config_.keepalive_interval) {
+                (void)enqueue(Heartbeat{++heartbeat_seq_, now_us(), false});
+            }
+        }
+    }
+
+    tcp::socket socket_;
+    SecureChannel channel_;
+    LinkConfig config_;
+    LinkPeer peer_;
+    std::deque<Message> inbox_;
+    std::size_t inbox_bytes_ = 0;
+    Bytes outbox_;
+    bool writing_ = false;
+    bool closed_ = false;
+    std::optional<Error> close_error_;
+    SteadyClock::time_point last_received_;
+    SteadyClock::time_point last_sent_;
+    SteadyClock::time_point write_started_;
+    SteadyClock::time_point outbox_queued_at_{};
+    std::optional<std::chrono::microseconds> rtt_;
+    std::uint64_t heartbeat_seq_ = 0;
+    asio::steady_timer recv_timer_;
+    asio::steady_timer send_space_;
+    asio::steady_timer writer_wake_;
+    asio::steady_timer reader_space_;
+    asio::steady_timer keepalive_timer_;
+};
+
+// The handle given to callers: releasing it closes the link (the core's tasks hold the core).
+class TcpLink final : public Link {
+public:
+    explicit TcpLink(std::shared_ptr<TcpLinkCore> core) : core_(std::move(core)) {}
+    ~TcpLink() override { core_->close("link released", true); }
+
+    awaitable<Result<void>> async_send(Message m) override { return core_->send(std::move(m)); }
+    awaitable<Result<Message>> async_receive(Ms timeout) override {
+        return core_->receive(timeout);
+    }
+    void close(std::string_view reason) override { core_->close(reason, true); }
+    bool is_open() const override { return core_->is_open(); }
+    const LinkPeer& peer() const override { return core_->peer(); }
+    std::optional<std::chrono::microseconds> rtt() const override { return core_->rtt(); }
+    std::string close_reason() const override { return core_->close_reason(); }
+
+private:
+    std::shared_ptr<TcpLinkCore> core_;
+};
+
+awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHandshake::Role role,
+                                                   const NodeKey& identity,
+                                                   const MeshCredentials& mesh, LinkConfig config) {
+    boost::system::error_code ep_ec;
+    const auto endpoint = socket.remote_endpoint(ep_ec);
+    const std::string remote = ep_ec ? std::string("?") : endpoint.address().to_string();
+    socket.set_option(tcp::no_delay(true), ep_ec);  // frames are small and latency-bound
+
+    Watchdog dog(socket.get_executor(), config.handshake_timeout, [&socket] {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+    });
+    auto failed = [&](Error e) -> Result<std::shared_ptr<Link>> {
+        if (dog.fired()) {
+            e = make_error(errc::timeout, "handshake with " + remote + " did not finish within " +
+                                              std::to_string(config.handshake_timeout.count()) +
+                                              " ms");
+        }
+        boost::system::error_code ignored;
+        socket.close(ignored);
+        log_to(config.log, LogLevel::kWarn,
+               "mesh handshake with " + remote + " failed: " + e.what());
+        return e;
+    };
+
+    LinkHandshake hs(role, identity, mesh.secret);
+    auto first = hs.start();
+    if (!first) co_return failed(first.error());
+    if (!first->empty()) {
+        if (auto w = co_await write_handshake_message(socket, *first); !w)
+            co_return failed(w.error());
+    }
+    while (!hs.done()) {
+        auto msg = co_await read_handshake_message(socket);
+        if (!msg) {
+            Error e = msg.error();
+            if (role == LinkHandshake::Role::kInitiator && hs.messages_received() >= 1) {
+                e.message += " (the peer rejected us: wrong mesh secret?)";
+            }
+            co_return failed(e);
+        }
+        auto reply = hs.on_message(*msg);
+        if (!reply) co_return failed(reply.error());
+        if (!reply->empty()) {
+            if (auto w = co_await write_handshake_message(socket, *reply); !w)
+                co_return failed(w.error());
+        }
+    }
+    HandshakeOutcome outcome = hs.take_outcome();
+    SecureChannel channel(outcome.send, outcome.recv, config.limits);
+
+    const Hello hello{kProtocolMajor, kProtocolMinor,     config.capabilities,
+                      identity.id(),  config.listen_port, config.software};
+    Bytes wire;
+    if (auto s = channel.seal(hello, wire); !s) co_return failed(s.error());
+    if (auto w = co_await write_all(socket, wire); !w) co_return failed(w.error());
+
+    std::optional<Message> first_frame;
+    std::array<std::uint8_t, 4096> buf{};
+    while (!first_frame) {
+        auto next = channel.next();
+        if (!next) co_return failed(next.error());
+        if (*next) {
+            first_frame = std::move(**next);
+            break;
+        }
+        auto [ec, n] = co_await socket.async_read_some(asio::buffer(buf), kNoThrow);
+        if (ec)
+            co_return failed(
+                make_error(errc::closed, "connection ended before Hello: " + ec.message()));
+        if (auto f = channel.feed(ByteSpan(buf.data(), n)); !f) co_return failed(f.error());
+    }
+    const Hello* peer_hello = std::get_if<Hello>(&*first_frame);
+    if (peer_hello == nullptr) {
+        co_return failed(make_error(errc::bad_frame, "first frame is not Hello"));
+    }
+    if (peer_hello->major != kProtocolMajor) {
+        co_return failed(make_error(errc::bad_version, "peer speaks protocol " +
+                                                           std::to_string(peer_hello->major) + "." +
+                                                           std::to_string(peer_hello->minor)));
+    }
+    if (peer_hello->node_id != outcome.peer_id) {
+        co_return failed(
+            make_error(errc::bad_identity, "Hello names a node id the handshake did not prove"));
+    }
+    dog.disarm();
+
+    LinkPeer peer;
+    peer.id = outcome.peer_id;
+    peer.key = outcome.peer_key;
+    peer.hello = *peer_hello;
+    peer.remote_host = remote;
+    peer.capabilities = peer_hello->capabilities & config.capabilities;
+    log_to(config.log, LogLevel::kInfo,
+           "mesh link up with " + peer.id.short_string() + " at " + remote + " (" +
+               peer_hello->software + ", protocol " + std::to_string(peer_hello->major) + "." +
+               std::to_string(peer_hello->minor) + ")");
+    auto core = std::make_shared<TcpLinkCore>(std::move(socket), std::move(channel),
+                                              std::move(config), std::move(peer));
+    core->start();
+    co_return std::shared_ptr<Link>(std::make_shared<TcpLink>(std::move(core)));
+}
+
+}  // namespace
+
+awaitable<Result<std::shared_ptr<Link>>> async_connect_link(PeerAddress address,
+                                                            const NodeKey& identity,
+                                                            const MeshCredentials& mesh,
+                                                            LinkConfig config) {
+    auto ex = co_await asio::this_coro::executor;
+    tcp::resolver resolver(ex);
+    tcp::resolver::results_type endpoints;
+    {
+        Watchdog dog(ex, config.connect_timeout, [&resolver] { resolver.cancel(); });
+        auto [ec, results] =
+            co_await resolver.async_resolve(address.host, std::to_string(address.port), kNoThrow);
+        if (ec) {
+            co_return make_error(dog.fired() ? errc::timeout : errc::io_error,
+                                 "cannot resolve " + address.to_string() + ": " + ec.message());
+        }
+        endpoints = results;
+    }
+    tcp::socket socket(ex);
+    {
+        Watchdog dog(ex, config.connect_timeout, [&socket] {
+            boost::system::error_code ignored;
+            socket.close(ignored);
+        });
+        auto [ec, ep] = co_await asio::async_connect(socket, endpoints, kNoThrow);
+        if (ec) {
+            if (dog.fired()) {
+                co_return make_error(errc::timeout,
+                                     "connect to " + address.to_string() + " timed out after " +
+                                         std::to_string(config.connect_timeout.count()) + " ms");
+            }
+            co_return make_error(errc::io_error,
+                                 "cannot connect to " + address.to_string() + ": " + ec.message());
+        }
+    }
+    co_return co_await establish(std::move(socket), LinkHandshake::Role::kInitiator, identity, mesh,
+                                 std::move(config));
+}
+
+awaitable<Result<std::shared_ptr<Link>>> async_accept_link(tcp::socket socket,
+                                                           const NodeKey& identity,
+                                                           const MeshCredentials& mesh,
+                                                           LinkConfig config) {
+    co_return co_await establish(std::move(socket), LinkHandshake::Role::kResponder, identity, mesh,
+                                 std::move(config));
+}
+
+Result<std::unique_ptr<TcpListener>> TcpListener::open(asio::any_io_executor ex,
+                                                       const std::string& host,
+                                                       std::uint16_t port) {
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(host, ec);
+    if (ec)
+        return make_error(errc::invalid_argument,
+                          "bad listen address '" + host + "': " + ec.message());
+    tcp::acceptor acceptor(ex);
+    const tcp::endpoint endpoint(address, port);
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+        return make_error(errc::io_error, "cannot listen on " + host + ":" + std::to_string(port) +
+                                              ": " + ec.message());
+    }
+    return std::unique_ptr<TcpListener>(new TcpListener(std::move(acceptor)));
+}
+
+awaitable<Result<tcp::socket>> TcpListener::async_accept() {
+    auto [ec, socket] = co_await acceptor_.async_accept(kNoThrow);
+    if (ec) co_return make_error(errc::io_error, "accept failed: " + ec.message());
+    co_return std::move(socket);
+}
+
+std::uint16_t TcpListener::port() const {
+    boost::system::error_code ec;
+    return acceptor_.local_endpoint(ec).port();
+}
+
+void TcpListener::close() {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+}
+
+}  // namespace brigade::mesh

@@ -1,0 +1,307 @@
+// The planner's rules, table-driven: fits memory, fewest stages unless more raise throughput at
+// the expected load, faster nodes take more layers, hop latency counts, never slower than one node
+// that can hold the model, clear errors, deterministic.
+
+#include "mesh/planner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace brigade::mesh {
+namespace {
+
+constexpr std::uint64_t kMB = 1000 * 1000;
+
+NodeId id_of(std::uint8_t n) {
+    NodeId id;
+    id.bytes.fill(0);
+    id.bytes[0] = n;
+    return id;
+}
+
+model::ModelShape shape(int n_layers, std::uint64_t layer_bytes, std::uint64_t embedding = 20 * kMB,
+                        std::uint64_t lm_head = 20 * kMB, std::uint64_t kv_per_token_layer = 0) {
+    model::ModelShape s;
+    s.n_layers = n_layers;
+    s.hidden_size = 1024;
+    s.vocab_size = 32000;
+    s.layer_bytes.assign(n_layers, layer_bytes);
+    s.embedding_bytes = embedding;
+    s.lm_head_bytes = lm_head;
+    s.kv_bytes_per_token_per_layer = kv_per_token_layer;
+    return s;
+}
+
+NodeCapacity node(std::uint8_t n, std::uint64_t memory, double seconds_per_layer) {
+    return NodeCapacity{id_of(n), memory, seconds_per_layer, "cpu"};
+}
+
+struct Expected {
+    std::vector<std::pair<std::uint8_t, model::LayerRange>> stages;
+};
+
+struct Case {
+    const char* name;
+    model::ModelShape shape;
+    std::vector<NodeCapacity> nodes;
+    int concurrency;
+    double rtt_s;
+    Expected expected;
+};
+
+PlanRequest request_for(const Case& c) {
+    PlanRequest r;
+    r.shape = c.shape;
+    r.nodes = c.nodes;
+    r.expected_concurrency = c.concurrency;
+    r.context_tokens = 1024;
+    r.default_rtt_s = c.rtt_s;
+    return r;
+}
+
+TEST(Planner, Table) {
+    const std::vector<Case> cases = {
+        {"one node holds the model: one stage",
+         shape(24, 10 * kMB),
+         {node(1, 1000 * kMB, 1e-3)},
+         1,
+         5e-4,
+         {{{1, {0, 24}}}}},
+        {"two equal nodes, one stream: no split (hops only cost), lowest id",
+         shape(24, 10 * kMB),
+         {node(2, 1000 * kMB, 1e-3), node(1, 1000 * kMB, 1e-3)},
+         1,
+         5e-4,
+         {{{1, {0, 24}}}}},
+        {"too big for either: split; the faster node takes what its memory allows",
+         shape(24, 10 * kMB),
+         {node(1, 200 * kMB, 2e-3), node(2, 180 * kMB, 1e-3)},
+         1,
+         5e-4,
+         // node 2 (faster) first: 180 MB - 20 MB embedding = 16 layers; node 1 takes 8 + lm_head.
+         {{{2, {0, 16}}, {1, {16, 24}}}}},
+        {"equal nodes, 4 streams: the split raises throughput",
+         shape(24, 10 * kMB),
+         {node(1, 1000 * kMB, 1e-3), node(2, 1000 * kMB, 1e-3)},
+         4,
+         5e-4,
+         {{{1, {0, 12}}, {2, {12, 24}}}}},
+        {"equal nodes, 4 streams, 100 ms links: hops eat the gain, one stage",
+         shape(24, 10 * kMB),
+         {node(1, 1000 * kMB, 1e-3), node(2, 1000 * kMB, 1e-3)},
+         4,
+         0.1,
+         {{{1, {0, 24}}}}},
+        {"8 streams, must split, one node twice as fast: it takes twice the layers",
+         shape(24, 10 * kMB),
+         {node(1, 200 * kMB, 2e-3), node(2, 200 * kMB, 1e-3)},
+         8,
+         1e-4,
+         {{{2, {0, 16}}, {1, {16, 24}}}}},
+        {"a slow node that could hold it all vs a fast small one: the split is faster, so split",
+         shape(24, 10 * kMB),
+         {node(1, 1000 * kMB, 4e-3), node(2, 140 * kMB, 1e-3)},
+         1,
+         5e-4,
+         {{{2, {0, 12}}, {1, {12, 24}}}}},
+        {"tiny fast node whose share would not pay for the hop: one stage on the big node",
+         shape(24, 10 * kMB),
+         {node(1, 1000 * kMB, 1e-3), node(2, 35 * kMB, 0.9e-3)},
+         1,
+         5e-3,
+         {{{1, {0, 24}}}}},
+        {"three nodes needed",
+         shape(30, 10 * kMB),
+         {node(1, 120 * kMB, 1e-3), node(2, 120 * kMB, 1e-3), node(3, 120 * kMB, 1e-3)},
+         1,
+         5e-4,
+         {{{1, {0, 10}}, {2, {10, 20}}, {3, {20, 30}}}}},
+        {"an extra node that is not needed stays out",
+         shape(30, 10 * kMB),
+         {node(1, 120 * kMB, 1e-3), node(2, 120 * kMB, 1e-3), node(3, 120 * kMB, 1e-3),
+          node(4, 400 * kMB, 1e-3)},
+         1,
+         5e-4,
+         {{{4, {0, 30}}}}},
+    };
+    for (const Case& c : cases) {
+        auto plan = make_plan(request_for(c));
+        ASSERT_TRUE(plan) << c.name << ": " << plan.error().what();
+        std::vector<std::pair<std::uint8_t, model::LayerRange>> got;
+        for (const PlannedStage& s : plan->stages) got.emplace_back(s.node.bytes[0], s.layers);
+        EXPECT_EQ(got, c.expected.stages) << c.name << "\n" << plan->explanation;
+        // Every plan covers every layer exactly once, in order, within each node's memory.
+        int next = 0;
+        for (const PlannedStage& s : plan->stages) {
+            EXPECT_EQ(s.layers.first, next) << c.name;
+            EXPECT_GT(s.layers.size(), 0) << c.name;
+            next = s.layers.last;
+            const auto it = std::find_if(c.nodes.begin(), c.nodes.end(),
+                                         [&](const NodeCapacity& n) { return n.id == s.node; });
+            ASSERT_NE(it, c.nodes.end());
+            EXPECT_LE(s.memory_bytes, it->memory_bytes) << c.name;
+        }
+        EXPECT_EQ(next, c.shape.n_layers) << c.name;
+        EXPECT_GT(plan->single_stream_tok_s, 0) << c.name;
+    }
+}
+
+TEST(Planner, NeverSlowerThanOneNodeThatHoldsTheModel) {
+    // Sweep speeds and link costs: whenever a single node could hold the model, the chosen plan's
+    // predicted throughput is at least that node's alone.
+    for (double fast : {0.5e-3, 1e-3, 2e-3}) {
+        for (double rtt : {1e-4, 1e-3, 1e-2}) {
+            for (int streams : {1, 2, 4, 8}) {
+                PlanRequest r;
+                r.shape = shape(32, 10 * kMB);
+                r.nodes = {node(1, 1000 * kMB, 1e-3), node(2, 200 * kMB, fast),
+                           node(3, 150 * kMB, fast * 1.5)};
+                r.expected_concurrency = streams;
+                r.default_rtt_s = rtt;
+                auto plan = make_plan(r);
+                ASSERT_TRUE(plan);
+                PlanRequest alone = r;
+                alone.nodes = {r.nodes[0]};
+                auto single = make_plan(alone);
+                ASSERT_TRUE(single);
+                EXPECT_GE(plan->aggregate_tok_s, single->aggregate_tok_s * (1 - 1e-9))
+                    << "fast=" << fast << " rtt=" << rtt << " streams=" << streams << "\n"
+                    << plan->explanation;
+            }
+        }
+    }
+}
+
+TEST(Planner, HopLatencyIsCounted) {
+    PlanRequest r;
+    r.shape = shape(24, 10 * kMB);
+    r.nodes = {node(1, 150 * kMB, 1e-3), node(2, 150 * kMB, 1e-3)};
+    r.default_rtt_s = 0.010;
+    auto plan = make_plan(r);
+    ASSERT_TRUE(plan);
+    ASSERT_EQ(plan->stages.size(), 2u);
+    // One forward hop (rtt/2 + activations over bandwidth) and the token back (rtt/2).
+    const double activations = 1024.0 * 2 / r.default_bandwidth_bytes_per_s;
+    EXPECT_NEAR(plan->hop_s, 0.010 + activations, 1e-9);
+    EXPECT_NEAR(plan->single_stream_tok_s, 1 / (24 * 1e-3 + plan->hop_s), 1e-6);
+    // A measured link overrides the default.
+    r.links = {LinkCost{id_of(2), id_of(1), 0.002, 1e9}};
+    auto measured = make_plan(r);
+    ASSERT_TRUE(measured);
+    EXPECT_NEAR(measured->hop_s, 0.002 + 1024.0 * 2 / 1e9, 1e-9);
+}
+
+TEST(Planner, KvCacheForTheExpectedContextCountsAgainstMemory) {
+    PlanRequest r;
+    r.shape = shape(24, 10 * kMB, 20 * kMB, 20 * kMB, /*kv per token per layer=*/1000);
+    r.nodes = {node(1, 400 * kMB, 1e-3), node(2, 400 * kMB, 1e-3)};
+    r.context_tokens = 1000;  // 1 MB of KV per layer per stream
+    auto small = make_plan(r);
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->stages.size(), 1u);  // 240 + 40 + 24 MB
+    r.expected_concurrency = 8;           // 8 MB per layer: 24 * 18 + 40 = 472 MB > 400 MB
+    r.min_gain_per_extra_stage = 1e9;     // only memory may force a split here
+    auto big = make_plan(r);
+    ASSERT_TRUE(big) << big.error().what();
+    EXPECT_EQ(big->stages.size(), 2u);
+    for (const PlannedStage& s : big->stages) EXPECT_LE(s.memory_bytes, 400 * kMB);
+}
+
+TEST(Planner, TailMustHoldLmHead) {
+    PlanRequest r;
+    // Node 1 holds the embedding and all 10 layers (20 + 100 = 120 MB) but not lm_head too.
+    r.shape = shape(10, 10 * kMB, 20 * kMB, 50 * kMB);
+    r.nodes = {node(1, 125 * kMB, 1e-3), node(2, 70 * kMB, 1e-3)};
+    auto plan = make_plan(r);
+    ASSERT_TRUE(plan) << plan.error().what();
+    ASSERT_EQ(plan->stages.size(), 2u);
+    EXPECT_EQ(plan->stages.back().node, id_of(2));
+    EXPECT_EQ(plan->stages.back().memory_bytes, 2 * 10 * kMB + 50 * kMB);
+    // Tied embeddings: a tail that is not the head also needs the embedding.
+    r.tied_embeddings = true;
+    r.shape.lm_head_bytes = 0;
+    r.nodes = {node(1, 105 * kMB, 1e-3), node(2, 70 * kMB, 1e-3)};
+    auto tied = make_plan(r);
+    ASSERT_TRUE(tied) << tied.error().what();
+    EXPECT_EQ(tied->stages.back().memory_bytes,
+              static_cast<std::uint64_t>(tied->stages.back().layers.size()) * 10 * kMB + 20 * kMB);
+}
+
+TEST(Planner, NothingFitsIsAClearError) {
+    PlanRequest r;
+    r.shape = shape(24, 10 * kMB);
+    r.nodes = {node(1, 100 * kMB, 1e-3), node(2, 100 * kMB, 1e-3)};
+    auto plan = make_plan(r);
+    ASSERT_FALSE(plan);
+    EXPECT_EQ(plan.error().code, errc::no_fit);
+    EXPECT_NE(plan.error().message.find("model needs"), std::string::npos) << plan.error().message;
+    EXPECT_NE(plan.error().message.find("offer"), std::string::npos);
+    r.nodes.clear();
+    EXPECT_EQ(make_plan(r).error().code, errc::no_fit);
+}
+
+TEST(Planner, BadInputIsRejected) {
+    PlanRequest r;
+    r.shape = shape(4, kMB);
+    r.nodes = {node(1, 100 * kMB, 1e-3)};
+    r.shape.layer_bytes.pop_back();
+    EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
+    r.shape = shape(4, kMB);
+    r.nodes = {node(1, 100 * kMB, 0)};
+    EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
+    r.nodes = {node(1, 100 * kMB, 1e-3), node(1, 100 * kMB, 1e-3)};
+    EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
+    r.nodes = {node(1, 100 * kMB, 1e-3)};
+    r.shape.n_layers = 0;
+    EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
+}
+
+TEST(Planner, DeterministicWhateverTheInputOrder) {
+    PlanRequest r;
+    r.shape = shape(28, 10 * kMB);
+    r.nodes = {node(1, 120 * kMB, 1e-3), node(2, 120 * kMB, 1e-3), node(3, 120 * kMB, 1e-3),
+               node(4, 120 * kMB, 1e-3)};
+    r.expected_concurrency = 4;
+    auto a = make_plan(r);
+    ASSERT_TRUE(a);
+    std::reverse(r.nodes.begin(), r.nodes.end());
+    auto b = make_plan(r);
+    ASSERT_TRUE(b);
+    ASSERT_EQ(a->stages.size(), b->stages.size());
+    for (std::size_t i = 0; i < a->stages.size(); ++i) {
+        EXPECT_EQ(a->stages[i].node, b->stages[i].node);
+        EXPECT_EQ(a->stages[i].layers, b->stages[i].layers);
+    }
+    EXPECT_EQ(a->explanation, b->explanation);
+}
+
+TEST(Planner, ManyNodesStayFast) {
+    PlanRequest r;
+    r.shape = shape(80, 10 * kMB);
+    for (std::uint8_t i = 1; i <= 16; ++i)
+        r.nodes.push_back(node(i, 120 * kMB, 1e-3 * (1 + i % 3)));
+    auto plan = make_plan(r);
+    ASSERT_TRUE(plan) << plan.error().what();
+    EXPECT_GE(plan->stages.size(), 7u);  // 800 MB of layers in 120 MB nodes
+}
+
+TEST(ParseSize, UnitsAndErrors) {
+    EXPECT_EQ(*parse_size("6MB"), 6000000u);
+    EXPECT_EQ(*parse_size("24GB"), 24000000000u);
+    EXPECT_EQ(*parse_size("512MiB"), 512u << 20);
+    EXPECT_EQ(*parse_size("1.5G"), 1610612736u);
+    EXPECT_EQ(*parse_size("1048576"), 1048576u);
+    EXPECT_EQ(*parse_size("64 kb"), 64000u);
+    EXPECT_EQ(*parse_size("2TiB"), 2ull << 40);
+    EXPECT_FALSE(parse_size(""));
+    EXPECT_FALSE(parse_size("GB"));
+    EXPECT_FALSE(parse_size("5XB"));
+    EXPECT_FALSE(parse_size("1e30GB"));
+    EXPECT_EQ(format_size(512u << 20), "512.0 MiB");
+    EXPECT_EQ(format_size(100), "100 B");
+}
+
+}  // namespace
+}  // namespace brigade::mesh
