@@ -32,5 +32,6 @@ void add_version_command(CLI::App& app, CommandSet& commands);
 void add_run_command(CLI::App& app, CommandSet& commands);
 void add_tokenize_command(CLI::App& app, CommandSet& commands);
 void add_template_command(CLI::App& app, CommandSet& commands);
+void add_perplexity_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace brigade::node

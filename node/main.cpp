@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     brigade::node::add_run_command(app, commands);
     brigade::node::add_tokenize_command(app, commands);
     brigade::node::add_template_command(app, commands);
+    brigade::node::add_perplexity_command(app, commands);
 
     CLI11_PARSE(app, argc, argv);
     try {
