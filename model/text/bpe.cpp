@@ -56,7 +56,9 @@ Result<BpeModel> BpeModel::create(StringIdMap vocab,
     m.vocab_ = std::move(vocab);
     m.options_ = std::move(options);
     const std::size_t prefix_len = m.options_.continuing_subword_prefix.size();
-    m.merges_.reserve(merges.size());
+    std::size_t slots = 16;
+    while (slots < merges.size() * 2) slots *= 2;
+    m.merge_slots_.assign(slots, MergeSlot{});
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
         const auto& [a, b] = merges[rank];
         auto ia = m.vocab_.find(a);
@@ -71,9 +73,14 @@ Result<BpeModel> BpeModel::create(StringIdMap vocab,
             return make_error(errc::bad_tokenizer, "merge " + std::to_string(rank) + " makes '" +
                                                        merged + "', not in vocab");
         }
-        // A later duplicate overrides an earlier one, as in HF's HashMap collect.
-        m.merges_[pair_key(ia->second, ib->second)] =
-            MergeResult{static_cast<uint32_t>(rank), im->second};
+        m.insert_merge(pair_key(ia->second, ib->second),
+                       MergeResult{static_cast<uint32_t>(rank), im->second});
+    }
+    m.small_char_ids_.assign(0x200, -1);
+    for (char32_t cp = 0; cp < 0x200; ++cp) {
+        std::string s;
+        append_utf8(s, cp);
+        if (auto it = m.vocab_.find(s); it != m.vocab_.end()) m.small_char_ids_[cp] = it->second;
     }
     m.byte_fallback_ids_.assign(256, -1);
     for (int b = 0; b < 256; ++b) {
@@ -154,9 +161,45 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& model) {
     return create(std::move(*vocab), merges, std::move(o));
 }
 
+namespace {
+
+std::size_t mix(uint64_t x) {
+    // splitmix64 finalizer: ids are small and dense, so the raw key would cluster.
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return static_cast<std::size_t>(x);
+}
+
+}  // namespace
+
+void BpeModel::insert_merge(uint64_t key, MergeResult value) {
+    const std::size_t mask = merge_slots_.size() - 1;
+    for (std::size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+        MergeSlot& slot = merge_slots_[i];
+        if (slot.key == kEmptyKey) {
+            slot.key = key;
+            slot.value = value;
+            ++n_merges_;
+            return;
+        }
+        if (slot.key == key) {
+            slot.value = value;  // a later duplicate overrides, as in HF's HashMap collect
+            return;
+        }
+    }
+}
+
 const BpeModel::MergeResult* BpeModel::find_merge(int32_t a, int32_t b) const {
-    auto it = merges_.find(pair_key(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
+    const uint64_t key = pair_key(a, b);
+    const std::size_t mask = merge_slots_.size() - 1;
+    for (std::size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+        const MergeSlot& slot = merge_slots_[i];
+        if (slot.key == key) return &slot.value;
+        if (slot.key == kEmptyKey) return nullptr;
+    }
 }
 
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
@@ -192,12 +235,21 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
             if (i == piece.size()) scratch += options_.end_of_word_suffix;
             s = scratch;
         }
-        if (auto it = vocab_.find(s); it != vocab_.end()) {
+        int32_t id = -1;
+        if (!affixes && byte_len <= 2) {
+            std::size_t k = b;
+            char32_t cp = next_code_point(piece, k);
+            if (cp < small_char_ids_.size()) id = small_char_ids_[cp];
+        }
+        if (id < 0) {
+            if (auto it = vocab_.find(s); it != vocab_.end()) id = it->second;
+        }
+        if (id >= 0) {
             if (unk) {
                 add(unk->first, unk->second);
                 unk.reset();
             }
-            add(it->second, byte_len);
+            add(id, byte_len);
             continue;
         }
         if (options_.byte_fallback) {
@@ -222,7 +274,7 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
     symbols.back().next = -1;
 
     // 2. Merge by rank with a heap of candidate pairs (`Word::merge_all`).
-    if (symbols.size() > 1 && !merges_.empty()) {
+    if (symbols.size() > 1 && n_merges_ != 0) {
         std::vector<Candidate> storage;
         storage.reserve(symbols.size() * 2);
         std::priority_queue<Candidate, std::vector<Candidate>, CandidateAfter> queue(

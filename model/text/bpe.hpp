@@ -65,11 +65,24 @@ private:
         return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
     }
     const MergeResult* find_merge(int32_t a, int32_t b) const;
+    void insert_merge(uint64_t key, MergeResult value);
+
+    // Open-addressing table of merges (linear probing, load ≤ 0.5): one cache miss per lookup
+    // instead of the two or three of a node-based map, which dominated encode time.
+    struct MergeSlot {
+        uint64_t key = kEmptyKey;
+        MergeResult value{};
+    };
+    static constexpr uint64_t kEmptyKey = ~uint64_t{0};
 
     StringIdMap vocab_;
     std::vector<std::string> id_to_token_;  // "" where the vocab has a hole
     std::vector<bool> id_present_;
-    std::unordered_map<uint64_t, MergeResult> merges_;
+    std::vector<MergeSlot> merge_slots_;  // size is a power of two
+    std::size_t n_merges_ = 0;
+    // Id of each single code point below U+0200 as a whole token (-1: not in vocab). Covers
+    // the whole byte-level alphabet, so byte-level words skip the vocab hash.
+    std::vector<int32_t> small_char_ids_;
     std::vector<int32_t> byte_fallback_ids_;  // 256 entries, -1 where `<0xXX>` is absent
     Options options_;
     std::optional<int32_t> unk_id_;
