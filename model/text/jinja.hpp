@@ -34,7 +34,7 @@ struct JinjaRenderOptions {
     // Refuse output above this size (a hostile template must not exhaust memory).
     std::size_t max_output_bytes = std::size_t{64} << 20;
     // Nested macro calls / recursive loop levels.
-    int max_call_depth = 256;
+    int max_call_depth = 100;
     // Statements + loop iterations + calls + filters; stops runaway loops.
     std::uint64_t max_steps = 50'000'000;
     // `strftime_now(format)`; empty = strftime on this machine's local time.

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,5 +106,11 @@ struct Stmt {
     Body else_body;
     std::shared_ptr<MacroDef> macro;  // macro / call_block caller
 };
+
+// Marks the filters and tests of `e` as deferred: inside a conditional, jinja2 reports an
+// unknown filter only when it runs.
+void mark_soft(Expr* e);
+// Whether `name` is read anywhere in `body` (macros: does it use `caller`, `varargs`, `kwargs`).
+bool body_mentions(const Body& body, std::string_view name);
 
 }  // namespace brigade::model::text::jinja

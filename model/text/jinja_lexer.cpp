@@ -391,4 +391,26 @@ private:
 
 std::vector<Token> tokenize(std::string_view source) { return Lexer(source).run(); }
 
+std::string describe_token(const Token& t) {
+    switch (t.type) {
+        case TokenType::eof:
+            return "end of template";
+        case TokenType::block_end:
+            return "end of statement block";
+        case TokenType::variable_end:
+            return "end of print statement";
+        case TokenType::block_begin:
+            return "begin of statement block";
+        case TokenType::variable_begin:
+            return "begin of print statement";
+        case TokenType::data:
+            return "template data / text";
+        case TokenType::integer:
+        case TokenType::floating:
+            return t.text.empty() ? "number" : t.text;
+        default:
+            return t.text;
+    }
+}
+
 }  // namespace brigade::model::text::jinja

@@ -40,4 +40,7 @@ struct Token {
 // Throws TemplateException (TemplateSyntaxError) on malformed input.
 std::vector<Token> tokenize(std::string_view source);
 
+// How jinja2 names a token in syntax errors ("end of statement block", ...).
+std::string describe_token(const Token& t);
+
 }  // namespace brigade::model::text::jinja

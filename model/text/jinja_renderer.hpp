@@ -46,7 +46,7 @@ struct Scope : std::enable_shared_from_this<Scope> {
 
 struct RenderLimits {
     std::size_t max_output_bytes = std::size_t{64} << 20;
-    int max_call_depth = 256;              // nested macro calls / recursive loops
+    int max_call_depth = 100;              // nested macro calls / recursive loops
     std::uint64_t max_steps = 50'000'000;  // statements + loop iterations + calls
 };
 

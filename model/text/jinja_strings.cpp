@@ -163,8 +163,8 @@ std::vector<std::string> py_split(std::string_view s, std::optional<std::string_
         while (i < cps.size() && is_py_space(cps[i].cp)) ++i;
         if (i == cps.size()) break;
         if (maxsplit >= 0 && static_cast<std::int64_t>(out.size()) == maxsplit) {
-            // The remainder, with trailing whitespace removed, is the last piece.
-            out.emplace_back(py_strip(s.substr(cps[i].offset), false, true));
+            // The remainder (trailing whitespace included) is the last piece.
+            out.emplace_back(s.substr(cps[i].offset));
             return out;
         }
         std::size_t j = i;
@@ -202,7 +202,7 @@ std::vector<std::string> py_rsplit(std::string_view s, std::optional<std::string
         if (j == 0) break;
         if (static_cast<std::int64_t>(out.size()) == maxsplit) {
             std::size_t to = cps[j - 1].offset + cps[j - 1].size;
-            out.emplace_back(py_strip(s.substr(0, to), true, false));
+            out.emplace_back(s.substr(0, to));
             j = 0;
             break;
         }
