@@ -1,0 +1,176 @@
+#include "model/sampling.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace brigade::model {
+namespace {
+
+std::vector<float> log_probs(const std::vector<double>& p) {
+    std::vector<float> l;
+    for (double v : p) l.push_back(static_cast<float>(std::log(v)));
+    return l;
+}
+
+TEST(Sampling, GreedyIsArgmaxWithLowestIdOnTies) {
+    SamplingParams p;
+    const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f};
+    EXPECT_EQ(sample_token(logits, p, {}, 0).token, 1);
+    EXPECT_EQ(sample_token(logits, p, {}, 7).token, 1);
+}
+
+TEST(Sampling, SameSeedSameTokensAndStepsAreIndependent) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = 1234;
+    const auto logits = log_probs({0.25, 0.25, 0.25, 0.25});
+    std::vector<std::int32_t> a, b, c;
+    for (int t = 0; t < 64; ++t) {
+        a.push_back(sample_token(logits, p, {}, t).token);
+        b.push_back(sample_token(logits, p, {}, t).token);
+    }
+    p.seed = 1235;
+    for (int t = 0; t < 64; ++t) c.push_back(sample_token(logits, p, {}, t).token);
+    EXPECT_EQ(a, b);
+    EXPECT_NE(a, c);
+    // Resuming at step 40 (e.g. on another node) gives the token the loop gave.
+    p.seed = 1234;
+    EXPECT_EQ(sample_token(logits, p, {}, 40).token, a[40]);
+}
+
+TEST(Sampling, UniformDrawIsUniform) {
+    double sum = 0.0;
+    int low = 0;
+    const int n = 100000;
+    for (int t = 0; t < n; ++t) {
+        const double u = uniform_draw(99, static_cast<std::uint64_t>(t));
+        ASSERT_GE(u, 0.0);
+        ASSERT_LT(u, 1.0);
+        sum += u;
+        low += u < 0.1 ? 1 : 0;
+    }
+    EXPECT_NEAR(sum / n, 0.5, 0.01);
+    EXPECT_NEAR(static_cast<double>(low) / n, 0.1, 0.01);
+    EXPECT_NE(uniform_draw(1, 0), uniform_draw(0, 1));
+}
+
+TEST(Sampling, FrequenciesFollowTheSoftmax) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = 5;
+    const auto logits = log_probs({0.5, 0.3, 0.2});
+    std::vector<int> counts(3, 0);
+    const int n = 20000;
+    for (int t = 0; t < n; ++t) ++counts[sample_token(logits, p, {}, t).token];
+    EXPECT_NEAR(counts[0] / double(n), 0.5, 0.015);
+    EXPECT_NEAR(counts[1] / double(n), 0.3, 0.015);
+    EXPECT_NEAR(counts[2] / double(n), 0.2, 0.015);
+    // Temperature 0.5 squares the probabilities (renormalized): 25/38, 9/38, 4/38.
+    p.temperature = 0.5f;
+    counts.assign(3, 0);
+    for (int t = 0; t < n; ++t) ++counts[sample_token(logits, p, {}, t).token];
+    EXPECT_NEAR(counts[0] / double(n), 25.0 / 38, 0.015);
+    EXPECT_NEAR(counts[2] / double(n), 4.0 / 38, 0.015);
+}
+
+TEST(Sampling, TopKTopPMinPFilter) {
+    const auto logits = log_probs({0.4, 0.3, 0.15, 0.1, 0.05});
+    SamplingParams p;
+    p.temperature = 1.0f;
+    auto seen = [&](const SamplingParams& params) {
+        std::vector<int> counts(5, 0);
+        for (int t = 0; t < 4000; ++t) ++counts[sample_token(logits, params, {}, t).token];
+        return counts;
+    };
+    p.top_k = 2;
+    auto k = seen(p);
+    EXPECT_GT(k[0], 0);
+    EXPECT_GT(k[1], 0);
+    EXPECT_EQ(k[2] + k[3] + k[4], 0);
+    // top_p 0.8: 0.4 + 0.3 = 0.7 < 0.8, so the third token is needed; the fourth is not.
+    p.top_k = 0;
+    p.top_p = 0.8f;
+    auto tp = seen(p);
+    EXPECT_GT(tp[2], 0);
+    EXPECT_EQ(tp[3] + tp[4], 0);
+    // min_p 0.3: keep p >= 0.12 -> tokens 0, 1, 2.
+    p.top_p = 1.0f;
+    p.min_p = 0.3f;
+    auto mp = seen(p);
+    EXPECT_GT(mp[2], 0);
+    EXPECT_EQ(mp[3] + mp[4], 0);
+    // top_k 1 is greedy whatever the temperature.
+    p.min_p = 0.0f;
+    p.top_k = 1;
+    p.temperature = 5.0f;
+    auto g = seen(p);
+    EXPECT_EQ(g[0], 4000);
+}
+
+TEST(Sampling, RepetitionPenaltyHasHuggingFaceSemantics) {
+    SamplingParams p;
+    p.repetition_penalty = 2.0f;
+    const std::vector<float> logits = {4.0f, -4.0f, 1.0f, 3.0f};
+    const std::vector<std::int32_t> prompt = {0, 0, 1};
+    const std::vector<std::int32_t> generated = {0};
+    auto out = process_logits(logits, p, {prompt, generated});
+    EXPECT_FLOAT_EQ(out[0], 2.0f);   // positive: divided once, however often it occurs
+    EXPECT_FLOAT_EQ(out[1], -8.0f);  // negative: multiplied
+    EXPECT_FLOAT_EQ(out[2], 1.0f);
+    EXPECT_FLOAT_EQ(out[3], 3.0f);
+    EXPECT_EQ(sample_token(logits, p, {prompt, generated}, 0).token, 3);
+}
+
+TEST(Sampling, PresenceAndFrequencyPenaltiesUseGeneratedTokensOnly) {
+    SamplingParams p;
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    const std::vector<float> logits = {1.0f, 1.0f, 1.0f};
+    const std::vector<std::int32_t> prompt = {2, 2, 2};
+    const std::vector<std::int32_t> generated = {0, 0, 1};
+    auto out = process_logits(logits, p, {prompt, generated});
+    EXPECT_FLOAT_EQ(out[0], 1.0f - 0.5f - 2 * 0.25f);
+    EXPECT_FLOAT_EQ(out[1], 1.0f - 0.5f - 0.25f);
+    EXPECT_FLOAT_EQ(out[2], 1.0f);
+}
+
+TEST(Sampling, LogprobIsLogSoftmaxOfProcessedLogits) {
+    SamplingParams p;
+    p.temperature = 2.0f;
+    p.seed = 3;
+    const std::vector<float> logits = {1.0f, 2.0f, 3.0f};
+    auto t = sample_token(logits, p, {}, 0);
+    auto lp = log_softmax(process_logits(logits, p, {}));
+    EXPECT_FLOAT_EQ(t.logprob, lp[static_cast<std::size_t>(t.token)]);
+    double total = 0;
+    for (float v : lp) total += std::exp(v);
+    EXPECT_NEAR(total, 1.0, 1e-6);
+    EXPECT_NEAR(lp[2] - lp[1], 0.5, 1e-6);
+}
+
+TEST(Sampling, ParameterValidation) {
+    EXPECT_TRUE(validate_sampling_params({}));
+    SamplingParams p;
+    p.temperature = -0.1f;
+    EXPECT_FALSE(validate_sampling_params(p));
+    p = {};
+    p.top_p = 0.0f;
+    EXPECT_FALSE(validate_sampling_params(p));
+    p = {};
+    p.min_p = 1.5f;
+    EXPECT_FALSE(validate_sampling_params(p));
+    p = {};
+    p.repetition_penalty = 0.0f;
+    EXPECT_FALSE(validate_sampling_params(p));
+    p = {};
+    p.frequency_penalty = 3.0f;
+    EXPECT_FALSE(validate_sampling_params(p));
+    p = {};
+    p.top_k = -1;
+    EXPECT_FALSE(validate_sampling_params(p));
+}
+
+}  // namespace
+}  // namespace brigade::model
