@@ -245,8 +245,10 @@ Result<std::unique_ptr<MulticastBeacon>> MulticastBeacon::open(const asio::any_i
 asio::awaitable<void> MulticastBeacon::send_loop() {
     while (!stopped_) {
         const Bytes datagram = encode_beacon(key_, self_, tcp_port_, unix_ms_now());
-        auto [ec, n] =
+        auto awaited_w1_ =
             co_await socket_.async_send_to(asio::buffer(datagram), group_endpoint_, kNoThrow);
+        auto ec = std::move(std::get<0>(awaited_w1_));
+        auto n = std::move(std::get<1>(awaited_w1_));
         if (ec && !stopped_) {
             log_to(config_.log, LogLevel::kWarn, "multicast beacon send failed: " + ec.message());
         }
@@ -255,7 +257,13 @@ asio::awaitable<void> MulticastBeacon::send_loop() {
     }
 }
 
+// Not a coroutine itself: the handler is boxed before it enters one (see tcp_transport.cpp on
+// GCC 12 and by-value coroutine parameters).
 asio::awaitable<void> MulticastBeacon::run(Handler on_beacon) {
+    return run_impl(std::make_unique<Handler>(std::move(on_beacon)));
+}
+
+asio::awaitable<void> MulticastBeacon::run_impl(std::unique_ptr<Handler> on_beacon) {
     auto ex = co_await asio::this_coro::executor;
     asio::co_spawn(ex, send_loop(), [log = config_.log](std::exception_ptr e) {
         if (e) log_to(log, LogLevel::kError, "multicast beacon sender stopped by an exception");
@@ -263,7 +271,9 @@ asio::awaitable<void> MulticastBeacon::run(Handler on_beacon) {
     std::array<std::uint8_t, 512> buf{};
     udp::endpoint from;
     while (!stopped_) {
-        auto [ec, n] = co_await socket_.async_receive_from(asio::buffer(buf), from, kNoThrow);
+        auto awaited1_ = co_await socket_.async_receive_from(asio::buffer(buf), from, kNoThrow);
+        auto ec = std::move(std::get<0>(awaited1_));
+        auto n = std::move(std::get<1>(awaited1_));
         if (stopped_) break;
         if (ec) {
             log_to(config_.log, LogLevel::kWarn, "multicast receive failed: " + ec.message());
@@ -285,7 +295,7 @@ asio::awaitable<void> MulticastBeacon::run(Handler on_beacon) {
                    "replayed beacon from " + from.address().to_string());
             continue;
         }
-        on_beacon(*beacon, from.address().to_string());
+        (*on_beacon)(*beacon, from.address().to_string());
     }
 }
 

@@ -150,6 +150,7 @@ private:
     MulticastBeacon(const boost::asio::any_io_executor& ex, Config config, const MeshSecret& secret,
                     NodeId self, std::uint16_t tcp_port);
     boost::asio::awaitable<void> send_loop();
+    boost::asio::awaitable<void> run_impl(std::unique_ptr<Handler> on_beacon);
 
     Config config_;
     BeaconKey key_;

@@ -4,6 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
+#include <memory>
 
 namespace brigade::mesh {
 namespace asio = boost::asio;
@@ -40,23 +41,37 @@ public:
     LoopbackLink(std::shared_ptr<Pipe> pipe, int side) : pipe_(std::move(pipe)), side_(side) {}
     ~LoopbackLink() override { pipe_->close("link released"); }
 
+    // A plain function handing a named object to the coroutine (see tcp_transport.cpp on GCC 12).
     awaitable<Result<void>> async_send(Message m) override {
-        if (pipe_->closed) co_return make_error(errc::closed, pipe_->reason);
+        return send_impl(std::make_unique<Message>(std::move(m)));
+    }
+
+private:
+    awaitable<Result<void>> send_impl(std::unique_ptr<Message> m) {
+        if (pipe_->closed) {
+            Result<void> r_ = make_error(errc::closed, pipe_->reason);
+            co_return r_;
+        }
         // Round trip through the codec, as a TCP link would.
         FrameDecoder decoder(pipe_->limits);
-        decoder.feed(encode_frame(m));
+        decoder.feed(encode_frame(*m));
         auto decoded = decoder.next();
         if (!decoded || !*decoded) {
             const std::string why = decoded ? "frame did not decode" : decoded.error().what();
             pipe_->close("bad frame: " + why);
-            co_return make_error(errc::bad_frame, why);
+            {
+                Result<void> r_ = make_error(errc::bad_frame, why);
+                co_return r_;
+            }
         }
         Pipe::End& other = pipe_->ends[1 - side_];
         other.inbox.push_back(std::move(**decoded));
         other.timer.cancel();
-        co_return Result<void>{};
+        Result<void> ok;
+        co_return ok;
     }
 
+public:
     awaitable<Result<Message>> async_receive(std::chrono::milliseconds timeout) override {
         auto pipe = pipe_;  // keeps the pipe alive across suspension
         Pipe::End& mine = pipe->ends[side_];
@@ -65,12 +80,20 @@ public:
             if (!mine.inbox.empty()) {
                 Message m = std::move(mine.inbox.front());
                 mine.inbox.pop_front();
-                co_return m;
+                Result<Message> r_ = std::move(m);
+                co_return r_;
             }
-            if (pipe->closed) co_return make_error(errc::closed, pipe->reason);
+            if (pipe->closed) {
+                Result<Message> r_ = make_error(errc::closed, pipe->reason);
+                co_return r_;
+            }
             if (std::chrono::steady_clock::now() >= deadline) {
-                co_return make_error(errc::timeout,
-                                     "no frame within " + std::to_string(timeout.count()) + " ms");
+                {
+                    Result<Message> r_ =
+                        make_error(errc::timeout,
+                                   "no frame within " + std::to_string(timeout.count()) + " ms");
+                    co_return r_;
+                }
             }
             mine.timer.expires_at(deadline);
             co_await mine.timer.async_wait(kNoThrow);

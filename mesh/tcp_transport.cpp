@@ -72,10 +72,16 @@ std::size_t message_bytes_estimate(const Message& m) {
 }
 
 awaitable<Result<void>> write_all(tcp::socket& s, ByteSpan bytes) {
-    auto [ec, n] =
+    auto awaited_w1_ =
         co_await asio::async_write(s, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
-    if (ec) co_return make_error(errc::io_error, "write failed: " + ec.message());
-    co_return Result<void>{};
+    auto ec = std::move(std::get<0>(awaited_w1_));
+    auto n = std::move(std::get<1>(awaited_w1_));
+    if (ec) {
+        Result<void> r_ = make_error(errc::io_error, "write failed: " + ec.message());
+        co_return r_;
+    }
+    Result<void> ok;
+    co_return ok;
 }
 
 awaitable<Result<void>> write_handshake_message(tcp::socket& s, ByteSpan m) {
@@ -84,26 +90,42 @@ awaitable<Result<void>> write_handshake_message(tcp::socket& s, ByteSpan m) {
     framed.push_back(static_cast<std::uint8_t>(m.size()));
     framed.push_back(static_cast<std::uint8_t>(m.size() >> 8));
     framed.insert(framed.end(), m.begin(), m.end());
-    co_return co_await write_all(s, framed);
+    Result<void> r_ = co_await write_all(s, framed);
+    co_return r_;
 }
 
 awaitable<Result<Bytes>> read_handshake_message(tcp::socket& s) {
     std::array<std::uint8_t, 2> len{};
-    auto [ec, n] = co_await asio::async_read(s, asio::buffer(len), kNoThrow);
+    auto awaited1_ = co_await asio::async_read(s, asio::buffer(len), kNoThrow);
+    auto ec = std::move(std::get<0>(awaited1_));
+    auto n = std::move(std::get<1>(awaited1_));
     if (ec) {
-        co_return make_error(ec == asio::error::eof ? errc::closed : errc::io_error,
-                             "connection ended during the handshake (" + ec.message() + ")");
+        {
+            Result<Bytes> r_ =
+                make_error(ec == asio::error::eof ? errc::closed : errc::io_error,
+                           "connection ended during the handshake (" + ec.message() + ")");
+            co_return r_;
+        }
     }
     const std::size_t size =
         static_cast<std::size_t>(len[0]) | (static_cast<std::size_t>(len[1]) << 8);
-    if (size == 0) co_return make_error(errc::handshake_failed, "empty handshake message");
-    Bytes body(size);  // at most 65535 bytes: the u16 bounds it
-    auto [ec2, n2] = co_await asio::async_read(s, asio::buffer(body), kNoThrow);
-    if (ec2) {
-        co_return make_error(errc::closed,
-                             "connection ended during the handshake (" + ec2.message() + ")");
+    if (size == 0) {
+        Result<Bytes> r_ = make_error(errc::handshake_failed, "empty handshake message");
+        co_return r_;
     }
-    co_return body;
+    Bytes body(size);  // at most 65535 bytes: the u16 bounds it
+    auto awaited2_ = co_await asio::async_read(s, asio::buffer(body), kNoThrow);
+    auto ec2 = std::move(std::get<0>(awaited2_));
+    auto n2 = std::move(std::get<1>(awaited2_));
+    if (ec2) {
+        {
+            Result<Bytes> r_ = make_error(
+                errc::closed, "connection ended during the handshake (" + ec2.message() + ")");
+            co_return r_;
+        }
+    }
+    Result<Bytes> r_ = std::move(body);
+    co_return r_;
 }
 
 class TcpLinkCore : public std::enable_shared_from_this<TcpLinkCore> {
@@ -141,15 +163,27 @@ public:
         asio::co_spawn(socket_.get_executor(), keepalive(), on_done);
     }
 
+    // Not a coroutine: the message is boxed before it enters one (see async_connect_link).
     awaitable<Result<void>> send(Message m) {
+        return send_boxed(std::make_unique<Message>(std::move(m)));
+    }
+
+    awaitable<Result<void>> send_boxed(std::unique_ptr<Message> m) {
         auto self = shared_from_this();
         while (!closed_ && outbox_.size() > config_.max_outbox_bytes) {
             // The keepalive task closes the link if the writer makes no progress for send_timeout.
             co_await send_space_.async_wait(kNoThrow);
         }
-        if (closed_) co_return close_error();
-        if (auto r = enqueue(m); !r) co_return r.error();
-        co_return Result<void>{};
+        if (closed_) {
+            Result<void> r_ = close_error();
+            co_return r_;
+        }
+        if (auto r = enqueue(*m); !r) {
+            Result<void> r_ = r.error();
+            co_return r_;
+        }
+        Result<void> ok;
+        co_return ok;
     }
 
     awaitable<Result<Message>> receive(Ms timeout) {
@@ -161,13 +195,20 @@ public:
                 inbox_.pop_front();
                 inbox_bytes_ -= message_bytes_estimate(m);
                 reader_space_.cancel();
-                co_return m;
+                Result<Message> r_ = std::move(m);
+                co_return r_;
             }
-            if (closed_) co_return close_error();
+            if (closed_) {
+                Result<Message> r_ = close_error();
+                co_return r_;
+            }
             if (SteadyClock::now() >= deadline) {
-                co_return make_error(errc::timeout, "no frame from " + peer_.id.short_string() +
-                                                        " within " +
-                                                        std::to_string(timeout.count()) + " ms");
+                {
+                    Result<Message> r_ = make_error(
+                        errc::timeout, "no frame from " + peer_.id.short_string() + " within " +
+                                           std::to_string(timeout.count()) + " ms");
+                    co_return r_;
+                }
             }
             recv_timer_.expires_at(deadline);
             co_await recv_timer_.async_wait(kNoThrow);
@@ -275,7 +316,9 @@ private:
                 co_await reader_space_.async_wait(kNoThrow);
             }
             if (closed_) co_return;
-            auto [ec, n] = co_await socket_.async_read_some(asio::buffer(buf), kNoThrow);
+            auto awaited3_ = co_await socket_.async_read_some(asio::buffer(buf), kNoThrow);
+            auto ec = std::move(std::get<0>(awaited3_));
+            auto n = std::move(std::get<1>(awaited3_));
             if (closed_) co_return;
             if (ec) {
                 if (ec == asio::error::eof && channel_.pending_bytes() == 0) {
@@ -312,7 +355,9 @@ private:
             write_started_ = SteadyClock::now();
             writing_ = true;
             send_space_.cancel();
-            auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(inflight), kNoThrow);
+            auto awaited4_ = co_await asio::async_write(socket_, asio::buffer(inflight), kNoThrow);
+            auto ec = std::move(std::get<0>(awaited4_));
+            auto n = std::move(std::get<1>(awaited4_));
             writing_ = false;
             if (ec) {
                 fail(make_error(errc::io_error, "write failed: " + ec.message()));
@@ -396,7 +441,9 @@ private:
 
 awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHandshake::Role role,
                                                    const NodeKey& identity,
-                                                   const MeshCredentials& mesh, LinkConfig config) {
+                                                   const MeshCredentials& mesh,
+                                                   std::unique_ptr<LinkConfig> config_box) {
+    LinkConfig& config = *config_box;
     boost::system::error_code ep_ec;
     const auto endpoint = socket.remote_endpoint(ep_ec);
     const std::string remote = ep_ec ? std::string("?") : endpoint.address().to_string();
@@ -421,25 +468,40 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
 
     LinkHandshake hs(role, identity, mesh.secret);
     auto first = hs.start();
-    if (!first) co_return failed(first.error());
+    if (!first) {
+        Result<std::shared_ptr<Link>> r_ = failed(first.error());
+        co_return r_;
+    }
     if (!first->empty()) {
-        if (auto w = co_await write_handshake_message(socket, *first); !w)
-            co_return failed(w.error());
+        if (auto w = co_await write_handshake_message(socket, *first); !w) {
+            Result<std::shared_ptr<Link>> r_ = failed(w.error());
+            co_return r_;
+        }
     }
     while (!hs.done()) {
         auto msg = co_await read_handshake_message(socket);
         if (!msg) {
             Error e = msg.error();
             if (role == LinkHandshake::Role::kInitiator && hs.messages_received() >= 1) {
+                // The responder closes without a word when msg3 fails: the psk did not match.
+                e.code = errc::handshake_failed;
                 e.message += " (the peer rejected us: wrong mesh secret?)";
             }
-            co_return failed(e);
+            {
+                Result<std::shared_ptr<Link>> r_ = failed(e);
+                co_return r_;
+            }
         }
         auto reply = hs.on_message(*msg);
-        if (!reply) co_return failed(reply.error());
+        if (!reply) {
+            Result<std::shared_ptr<Link>> r_ = failed(reply.error());
+            co_return r_;
+        }
         if (!reply->empty()) {
-            if (auto w = co_await write_handshake_message(socket, *reply); !w)
-                co_return failed(w.error());
+            if (auto w = co_await write_handshake_message(socket, *reply); !w) {
+                Result<std::shared_ptr<Link>> r_ = failed(w.error());
+                co_return r_;
+            }
         }
     }
     HandshakeOutcome outcome = hs.take_outcome();
@@ -448,36 +510,62 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
     const Hello hello{kProtocolMajor, kProtocolMinor,     config.capabilities,
                       identity.id(),  config.listen_port, config.software};
     Bytes wire;
-    if (auto s = channel.seal(hello, wire); !s) co_return failed(s.error());
-    if (auto w = co_await write_all(socket, wire); !w) co_return failed(w.error());
+    if (auto s = channel.seal(hello, wire); !s) {
+        Result<std::shared_ptr<Link>> r_ = failed(s.error());
+        co_return r_;
+    }
+    if (auto w = co_await write_all(socket, wire); !w) {
+        Result<std::shared_ptr<Link>> r_ = failed(w.error());
+        co_return r_;
+    }
 
     std::optional<Message> first_frame;
     std::array<std::uint8_t, 4096> buf{};
     while (!first_frame) {
         auto next = channel.next();
-        if (!next) co_return failed(next.error());
+        if (!next) {
+            Result<std::shared_ptr<Link>> r_ = failed(next.error());
+            co_return r_;
+        }
         if (*next) {
             first_frame = std::move(**next);
             break;
         }
-        auto [ec, n] = co_await socket.async_read_some(asio::buffer(buf), kNoThrow);
-        if (ec)
-            co_return failed(
-                make_error(errc::closed, "connection ended before Hello: " + ec.message()));
-        if (auto f = channel.feed(ByteSpan(buf.data(), n)); !f) co_return failed(f.error());
+        auto awaited5_ = co_await socket.async_read_some(asio::buffer(buf), kNoThrow);
+        auto ec = std::move(std::get<0>(awaited5_));
+        auto n = std::move(std::get<1>(awaited5_));
+        if (ec) {
+            Result<std::shared_ptr<Link>> r_ =
+                failed(make_error(errc::closed, "connection ended before Hello: " + ec.message()));
+            co_return r_;
+        }
+        if (auto f = channel.feed(ByteSpan(buf.data(), n)); !f) {
+            Result<std::shared_ptr<Link>> r_ = failed(f.error());
+            co_return r_;
+        }
     }
     const Hello* peer_hello = std::get_if<Hello>(&*first_frame);
     if (peer_hello == nullptr) {
-        co_return failed(make_error(errc::bad_frame, "first frame is not Hello"));
+        {
+            Result<std::shared_ptr<Link>> r_ =
+                failed(make_error(errc::bad_frame, "first frame is not Hello"));
+            co_return r_;
+        }
     }
     if (peer_hello->major != kProtocolMajor) {
-        co_return failed(make_error(errc::bad_version, "peer speaks protocol " +
-                                                           std::to_string(peer_hello->major) + "." +
-                                                           std::to_string(peer_hello->minor)));
+        {
+            Result<std::shared_ptr<Link>> r_ = failed(make_error(
+                errc::bad_version, "peer speaks protocol " + std::to_string(peer_hello->major) +
+                                       "." + std::to_string(peer_hello->minor)));
+            co_return r_;
+        }
     }
     if (peer_hello->node_id != outcome.peer_id) {
-        co_return failed(
-            make_error(errc::bad_identity, "Hello names a node id the handshake did not prove"));
+        {
+            Result<std::shared_ptr<Link>> r_ = failed(make_error(
+                errc::bad_identity, "Hello names a node id the handshake did not prove"));
+            co_return r_;
+        }
     }
     dog.disarm();
 
@@ -494,55 +582,77 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
     auto core = std::make_shared<TcpLinkCore>(std::move(socket), std::move(channel),
                                               std::move(config), std::move(peer));
     core->start();
-    co_return std::shared_ptr<Link>(std::make_shared<TcpLink>(std::move(core)));
+    {
+        Result<std::shared_ptr<Link>> r_ =
+            std::shared_ptr<Link>(std::make_shared<TcpLink>(std::move(core)));
+        co_return r_;
+    }
+}
+
+struct ConnectArgs {
+    PeerAddress address;
+    LinkConfig config;
+};
+
+awaitable<Result<std::shared_ptr<Link>>> connect_impl(std::unique_ptr<ConnectArgs> args,
+                                                      const NodeKey& identity,
+                                                      const MeshCredentials& mesh) {
+    using R = Result<std::shared_ptr<Link>>;
+    auto ex = co_await asio::this_coro::executor;
+    const std::string where = args->address.to_string();
+    const Ms timeout = args->config.connect_timeout;
+    tcp::resolver resolver(ex);
+    Watchdog resolve_dog(ex, timeout, [&resolver] { resolver.cancel(); });
+    auto resolved = co_await resolver.async_resolve(args->address.host,
+                                                    std::to_string(args->address.port), kNoThrow);
+    resolve_dog.disarm();
+    if (std::get<0>(resolved)) {
+        R r_ = make_error(resolve_dog.fired() ? errc::timeout : errc::io_error,
+                          "cannot resolve " + where + ": " + std::get<0>(resolved).message());
+        co_return r_;
+    }
+    tcp::socket socket(ex);
+    Watchdog connect_dog(ex, timeout, [&socket] {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+    });
+    auto connected = co_await asio::async_connect(socket, std::get<1>(resolved), kNoThrow);
+    connect_dog.disarm();
+    if (std::get<0>(connected)) {
+        R r_ = connect_dog.fired()
+                   ? make_error(errc::timeout, "connect to " + where + " timed out after " +
+                                                   std::to_string(timeout.count()) + " ms")
+                   : make_error(errc::io_error, "cannot connect to " + where + ": " +
+                                                    std::get<0>(connected).message());
+        co_return r_;
+    }
+    auto config = std::make_unique<LinkConfig>(std::move(args->config));
+    R r_ = co_await establish(std::move(socket), LinkHandshake::Role::kInitiator, identity, mesh,
+                              std::move(config));
+    co_return r_;
 }
 
 }  // namespace
 
+// Coroutine parameters here are only references, sockets and smart pointers: with GCC 12, a
+// by-value coroutine parameter holding a short (SSO) std::string was destroyed from a relocated
+// copy ("free(): invalid pointer" under ASan). The public entry points are plain functions that
+// box their arguments.
 awaitable<Result<std::shared_ptr<Link>>> async_connect_link(PeerAddress address,
                                                             const NodeKey& identity,
                                                             const MeshCredentials& mesh,
                                                             LinkConfig config) {
-    auto ex = co_await asio::this_coro::executor;
-    tcp::resolver resolver(ex);
-    tcp::resolver::results_type endpoints;
-    {
-        Watchdog dog(ex, config.connect_timeout, [&resolver] { resolver.cancel(); });
-        auto [ec, results] =
-            co_await resolver.async_resolve(address.host, std::to_string(address.port), kNoThrow);
-        if (ec) {
-            co_return make_error(dog.fired() ? errc::timeout : errc::io_error,
-                                 "cannot resolve " + address.to_string() + ": " + ec.message());
-        }
-        endpoints = results;
-    }
-    tcp::socket socket(ex);
-    {
-        Watchdog dog(ex, config.connect_timeout, [&socket] {
-            boost::system::error_code ignored;
-            socket.close(ignored);
-        });
-        auto [ec, ep] = co_await asio::async_connect(socket, endpoints, kNoThrow);
-        if (ec) {
-            if (dog.fired()) {
-                co_return make_error(errc::timeout,
-                                     "connect to " + address.to_string() + " timed out after " +
-                                         std::to_string(config.connect_timeout.count()) + " ms");
-            }
-            co_return make_error(errc::io_error,
-                                 "cannot connect to " + address.to_string() + ": " + ec.message());
-        }
-    }
-    co_return co_await establish(std::move(socket), LinkHandshake::Role::kInitiator, identity, mesh,
-                                 std::move(config));
+    return connect_impl(
+        std::make_unique<ConnectArgs>(ConnectArgs{std::move(address), std::move(config)}), identity,
+        mesh);
 }
 
 awaitable<Result<std::shared_ptr<Link>>> async_accept_link(tcp::socket socket,
                                                            const NodeKey& identity,
                                                            const MeshCredentials& mesh,
                                                            LinkConfig config) {
-    co_return co_await establish(std::move(socket), LinkHandshake::Role::kResponder, identity, mesh,
-                                 std::move(config));
+    return establish(std::move(socket), LinkHandshake::Role::kResponder, identity, mesh,
+                     std::make_unique<LinkConfig>(std::move(config)));
 }
 
 Result<std::unique_ptr<TcpListener>> TcpListener::open(asio::any_io_executor ex,
@@ -567,9 +677,15 @@ Result<std::unique_ptr<TcpListener>> TcpListener::open(asio::any_io_executor ex,
 }
 
 awaitable<Result<tcp::socket>> TcpListener::async_accept() {
-    auto [ec, socket] = co_await acceptor_.async_accept(kNoThrow);
-    if (ec) co_return make_error(errc::io_error, "accept failed: " + ec.message());
-    co_return std::move(socket);
+    auto awaited7_ = co_await acceptor_.async_accept(kNoThrow);
+    auto ec = std::move(std::get<0>(awaited7_));
+    auto socket = std::move(std::get<1>(awaited7_));
+    if (ec) {
+        Result<tcp::socket> r_ = make_error(errc::io_error, "accept failed: " + ec.message());
+        co_return r_;
+    }
+    Result<tcp::socket> r_ = std::move(socket);
+    co_return r_;
 }
 
 std::uint16_t TcpListener::port() const {

@@ -6,6 +6,14 @@
 // Threading: a link belongs to one io_context and must be used from the thread running it.
 // One coroutine at a time may wait in `async_receive`; any number may call `async_send` (frames
 // are encrypted and queued in call order).
+//
+// GCC 12 pitfall (seen here as "free(): invalid pointer" under ASan): inside a coroutine, do not
+// pass braced-init or implicitly converted temporaries to a call you `co_await`, e.g.
+//     co_await link->async_send(Cancel{id, ""});                 // crashes with GCC 12.2
+//     co_await async_connect_link({"10.0.0.2", 8178}, key, mesh, {});  // crashes too
+// Bind them to named objects first (`const Message m = Cancel{id, ""}; co_await
+// link->async_send(m);`). Our own coroutines also take only references, sockets and smart pointers
+// as parameters, for the same reason.
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
