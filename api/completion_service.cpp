@@ -1,0 +1,35 @@
+#include "api/completion_service.hpp"
+
+#include <utility>
+
+namespace brigade::api {
+
+std::optional<nlohmann::json> ToolCall::arguments_object() const {
+    nlohmann::json parsed = nlohmann::json::parse(arguments, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_object()) return std::nullopt;
+    return parsed;
+}
+
+void Cancellation::cancel() {
+    std::vector<std::function<void()>> to_run;
+    {
+        std::lock_guard lock(mutex_);
+        if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
+        to_run.swap(callbacks_);
+    }
+    // Outside the lock: a callback may call back into this object.
+    for (auto& callback : to_run) callback();
+}
+
+void Cancellation::on_cancel(std::function<void()> callback) {
+    {
+        std::lock_guard lock(mutex_);
+        if (!cancelled_.load(std::memory_order_acquire)) {
+            callbacks_.push_back(std::move(callback));
+            return;
+        }
+    }
+    callback();
+}
+
+}  // namespace brigade::api

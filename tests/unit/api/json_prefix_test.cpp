@@ -1,0 +1,142 @@
+#include "api/json_prefix.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+namespace brigade::api {
+namespace {
+
+bool complete(std::string_view text) {
+    JsonPrefixValidator v;
+    return v.feed(text) && v.is_complete();
+}
+
+TEST(JsonPrefix, ValidPrefixes) {
+    for (const char* prefix : {"",
+                               " ",
+                               "{",
+                               "{\"",
+                               "{\"a",
+                               "{\"a\"",
+                               "{\"a\":",
+                               "{\"a\": 1",
+                               "{\"a\": -",
+                               "{\"a\": -0.",
+                               "{\"a\": 1e",
+                               "{\"a\": 1E+",
+                               "{\"a\": t",
+                               "{\"a\": nul",
+                               "{\"a\": [",
+                               "{\"a\": [1, ",
+                               "{\"a\": {\"b\": [[",
+                               "{\"a\": \"x\\",
+                               "{\"a\": \"\\u00",
+                               "{\"a\": \"é日",
+                               "{\"a\": 1}",
+                               "{\"a\": 1} \n"}) {
+        EXPECT_TRUE(json_prefix_ok(prefix)) << prefix;
+    }
+}
+
+TEST(JsonPrefix, InvalidPrefixes) {
+    for (const char* prefix : {"[",
+                               "\"a\"",
+                               "1",
+                               "x",
+                               "{a",
+                               "{\"a\" 1",
+                               "{\"a\":}",
+                               "{\"a\": 01",
+                               "{\"a\": 1.}",
+                               "{\"a\": 1.e",
+                               "{\"a\": -a",
+                               "{\"a\": tru ",
+                               "{\"a\": nulx",
+                               "{\"a\": [1,]",
+                               "{\"a\": [}",
+                               "{\"a\": 1,}",
+                               "{,",
+                               "{\"a\": 1}}",
+                               "{\"a\": 1} x",
+                               "{\"a\": \"\\x",
+                               "{\"a\": \"\\u12g",
+                               "{\"a\": \"\n\"",
+                               "{\"a\": 1 2",
+                               "{\"a\":: 1",
+                               "{\"a\": [1 2]"}) {
+        EXPECT_FALSE(json_prefix_ok(prefix)) << prefix;
+    }
+}
+
+TEST(JsonPrefix, CompleteOnlyWhenTopObjectCloses) {
+    EXPECT_TRUE(complete("{}"));
+    EXPECT_TRUE(complete(" {\"a\": [1, 2.5e-3, true, null, {\"b\": \"}\"}]} "));
+    EXPECT_FALSE(complete("{\"a\": [1]"));
+    EXPECT_FALSE(complete("{\"a\": 1"));
+}
+
+TEST(JsonPrefix, FailureIsSticky) {
+    JsonPrefixValidator v;
+    EXPECT_FALSE(v.feed("{]"));
+    EXPECT_TRUE(v.failed());
+    EXPECT_FALSE(v.feed('}'));
+}
+
+TEST(JsonPrefix, CloneIsIndependent) {
+    JsonPrefixValidator v;
+    ASSERT_TRUE(v.feed("{\"k\": ["));
+    JsonPrefixValidator good = v.clone();
+    JsonPrefixValidator bad = v.clone();
+    EXPECT_TRUE(good.feed("1]}"));
+    EXPECT_TRUE(good.is_complete());
+    EXPECT_FALSE(bad.feed("}"));
+    EXPECT_TRUE(v.feed("2"));  // the original is untouched
+    EXPECT_EQ(v.depth(), 2u);
+}
+
+TEST(JsonPrefix, DepthIsBounded) {
+    std::string deep = "{\"a\": ";
+    for (std::size_t i = 0; i < JsonPrefixValidator::kMaxDepth + 5; ++i) deep += "[";
+    EXPECT_FALSE(json_prefix_ok(deep));
+}
+
+// Every prefix of valid JSON documents is accepted, and the full text completes; the same
+// documents with one byte changed are judged like nlohmann's parser judges them.
+TEST(JsonPrefix, AgreesWithAFullParser) {
+    const std::vector<std::string> documents = {
+        R"({"name": "Ann", "age": 31, "tags": ["a", "b\"c", "\u00e9"], "ok": false})",
+        R"({"nested": {"deep": {"deeper": [[], {}, [1, -2, 3.5e10, -0.0, 1E-7]]}}})",
+        R"({"s": "tab\tnew\nline \\ slash \/ unicode \ud83d\ude00 日本"})", R"({})",
+        R"({"n": null, "t": true, "f": false, "z": 0})"};
+    std::mt19937 rng(3);
+    const std::string alphabet = "{}[]\":,0123456789.eE+-tfnaul \\x";
+    for (const auto& doc : documents) {
+        ASSERT_FALSE(nlohmann::json::parse(doc, nullptr, false).is_discarded());
+        for (std::size_t i = 0; i <= doc.size(); ++i) {
+            EXPECT_TRUE(json_prefix_ok(doc.substr(0, i))) << doc.substr(0, i);
+        }
+        EXPECT_TRUE(complete(doc));
+        for (int trial = 0; trial < 400; ++trial) {
+            std::string mutated = doc;
+            mutated[rng() % mutated.size()] = alphabet[rng() % alphabet.size()];
+            const nlohmann::json parsed = nlohmann::json::parse(mutated, nullptr, false);
+            const bool valid_object = !parsed.is_discarded() && parsed.is_object();
+            // A complete valid object must be accepted and completed; an accepted complete
+            // document must be valid.
+            JsonPrefixValidator v;
+            const bool ok = v.feed(mutated);
+            if (valid_object) {
+                EXPECT_TRUE(ok && v.is_complete()) << mutated;
+            }
+            if (ok && v.is_complete()) {
+                EXPECT_TRUE(valid_object) << mutated;
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace brigade::api
