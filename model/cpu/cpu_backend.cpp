@@ -69,6 +69,21 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, f
 
 void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                                const WeightVector* bias) {
+    if (w.quantized() && tuning_.int16_activations) {
+        const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
+        if (xq_.size() < static_cast<std::size_t>(n * w.cols))
+            xq_.resize(static_cast<std::size_t>(n * w.cols));
+        if (xq_step_.size() < n_groups) {
+            xq_step_.resize(n_groups);
+            xq_sum_.resize(n_groups);
+        }
+        quantize_activations_int16(w, x, n, xq_.data(), xq_step_.data(), xq_sum_.data());
+        const Int16Activations xa{xq_.data(), xq_step_.data(), xq_sum_.data()};
+        parallel_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
+            gemv_rows_int16(w, xa, n, begin, end, bias, y, w.rows);
+        });
+        return;
+    }
     if (w.quantized() && n > 4) reserve_scratch(static_cast<std::size_t>(w.cols));
     // Rows are independent and cost the same, so equal chunks finish together; 16 rows at
     // least keeps the per-task overhead far below the bytes each task streams.

@@ -21,6 +21,9 @@ struct CpuTuning {
     // At most this many weight rows per prompt-processing panel (f32 scratch per thread is
     // panel_rows * cols * 4 bytes).
     std::int64_t max_panel_rows = 256;
+    // Quantized weights at decode (n < gemm_min_tokens) multiply int16-quantized activations
+    // with integer dot products (matmul_int16.cpp; relative error ~1e-5). false: f32 throughout.
+    bool int16_activations = true;
     // A long context is split over several attention tiles once each still has this many keys.
     std::int64_t min_keys_per_split = 256;
 };
@@ -71,6 +74,8 @@ private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // [thread] kernel scratch
     std::vector<float> attention_partials_;    // split-K attention (m, l, acc) per tile row
+    std::vector<std::int16_t> xq_;             // int16 activations of the current matmul
+    std::vector<float> xq_step_, xq_sum_;      // [n, n_groups] their steps and group sums
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,

@@ -20,6 +20,22 @@ void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64
                std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
                float* row_scratch);
 
+// Activations of a quantized-weight GEMV as int16 per weight group (matmul_int16.cpp):
+// xq [n, cols] in the kernel's layout, step [n, n_groups] (x ≈ xq * step) and sum
+// [n, n_groups] (the exact f32 sum of each group of x, for the bias term).
+struct Int16Activations {
+    const std::int16_t* xq = nullptr;
+    const float* step = nullptr;
+    const float* sum = nullptr;
+};
+// Quantizes x[n, w.cols] for `gemv_rows_int16` with w's bits and group size.
+void quantize_activations_int16(const WeightMatrix& w, const float* x, std::int64_t n,
+                                std::int16_t* xq, float* step, float* sum);
+// As `gemv_rows` for a quantized w, from int16 activations (max error in matmul_int16.cpp).
+void gemv_rows_int16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
+                     std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                     float* y, std::int64_t ldy);
+
 // out[(r - row_begin) * w.cols + c] = W[r, c] as f32, for r in [row_begin, row_end).
 void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                      float* out);

@@ -6,6 +6,10 @@
 // f32 in different orders; the bound on that difference is about cols * 2^-24 * sum|terms|
 // (3e-5 relative for 384 columns at worst, typically 100x less), so 1e-5 catches any wrong
 // element or dropped block while allowing reordering.
+//
+// The int16-activation decode path (matmul_int16.cpp) additionally rounds each x to a step of
+// max|x_g|/32767 per weight group g; its tolerance adds the exact worst case of that rounding,
+// sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes.
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -55,9 +59,26 @@ std::vector<Case> all_formats(std::int64_t rows, int misalign) {
 }
 
 // Checks y against the reference product, with the tolerance of the file comment.
+// Worst-case error of int16 activations for output (t, r), see the file comment.
+double int16_rounding_bound(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t t,
+                            std::int64_t r) {
+    const std::int64_t cols = w.view.cols, group = w.view.group_size;
+    const std::int64_t n_groups = cols / group;
+    double bound = 0.0;
+    for (std::int64_t g = 0; g < n_groups; ++g) {
+        double max_abs = 0.0, code_sum = 0.0;
+        for (std::int64_t c = g * group; c < (g + 1) * group; ++c) {
+            max_abs = std::max(max_abs, static_cast<double>(std::abs(x[t * cols + c])));
+            code_sum += w.codes[r * cols + c];
+        }
+        bound += w.group_scale[r * n_groups + g] * (max_abs / 32767.0) / 2.0 * code_sum;
+    }
+    return bound;
+}
+
 void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t n,
                          const std::vector<float>& y, const std::vector<float>& ref,
-                         const std::string& what) {
+                         const std::string& what, bool int16 = false) {
     const std::int64_t rows = w.view.rows, cols = w.view.cols;
     int failures = 0;
     for (std::int64_t t = 0; t < n && failures < 5; ++t) {
@@ -66,7 +87,8 @@ void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x
             for (std::int64_t c = 0; c < cols; ++c) {
                 magnitude += std::abs(static_cast<double>(x[t * cols + c]) * w.dense[r * cols + c]);
             }
-            const double tol = 1e-5 * magnitude + 1e-6;
+            double tol = 1e-5 * magnitude + 1e-6;
+            if (int16 && w.view.quantized()) tol += int16_rounding_bound(w, x, t, r);
             const double diff = std::abs(static_cast<double>(y[t * rows + r]) - ref[t * rows + r]);
             if (diff > tol) {
                 ++failures;
@@ -79,7 +101,7 @@ void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x
 }
 
 void run_matmul_cases(Backend& cpu, const std::string& label,
-                      std::initializer_list<std::int64_t> ns) {
+                      std::initializer_list<std::int64_t> ns, bool int16 = false) {
     auto ref = reference();
     int misalign = 0;
     for (std::int64_t rows : {5, 37}) {
@@ -94,16 +116,42 @@ void run_matmul_cases(Backend& cpu, const std::string& label,
                 cpu.matmul(c.w.view, x.data(), n, y.data());
                 ref->matmul(c.w.view, x.data(), n, expect.data());
                 expect_close_matmul(c.w, x, n, y, expect,
-                                    label + " " + c.what + " misalign=" + std::to_string(misalign));
+                                    label + " " + c.what + " misalign=" + std::to_string(misalign),
+                                    int16);
             }
         }
     }
 }
 
-TEST(CpuMatmul, DecodeKernelsAllFormatsAndThreadCounts) {
+TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    for (int threads : {1, 2, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        run_matmul_cases(cpu, "f32 threads=" + std::to_string(threads), {1, 3, 4, 5, 9});
+    }
+}
+
+TEST(CpuMatmul, DecodeKernelsInt16ActivationsAllFormatsAndThreadCounts) {
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
-        run_matmul_cases(cpu, "threads=" + std::to_string(threads), {1, 3, 4, 5, 9});
+        run_matmul_cases(cpu, "int16 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9, 15},
+                         true);
+    }
+}
+
+TEST(CpuMatmul, Int16ActivationsHandleZeroAndExtremeGroups) {
+    auto ref = reference();
+    CpuBackend cpu(BackendOptions{2}, CpuTuning{});
+    auto w = test::make_quant_weight(4, 32, DType::kBF16, 7, 128, 5, 1);
+    std::vector<float> x(2 * 128, 0.0f);                                      // token 0: all zero
+    for (int c = 0; c < 128; ++c) x[128 + c] = c % 32 == 5 ? 1e30f : 1e-30f;  // one huge lane
+    std::vector<float> y(2 * 7), expect(y.size());
+    cpu.matmul(w.view, x.data(), 2, y.data());
+    ref->matmul(w.view, x.data(), 2, expect.data());
+    for (int r = 0; r < 7; ++r) EXPECT_EQ(y[r], 0.0f);
+    for (int r = 0; r < 7; ++r) {
+        EXPECT_NEAR(y[7 + r], expect[7 + r], 1e-5 * std::abs(expect[7 + r])) << r;
     }
 }
 
@@ -169,7 +217,7 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
                 cpu.matmul(c.w.view, x.data(), n, y.data());
                 ref->matmul(c.w.view, x.data(), n, expect.data());
                 expect_close_matmul(c.w, x, n, y, expect,
-                                    std::string(hwy::TargetName(target)) + " " + c.what);
+                                    std::string(hwy::TargetName(target)) + " " + c.what, true);
             }
         }
     }

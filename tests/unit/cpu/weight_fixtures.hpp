@@ -41,6 +41,9 @@ struct OwnedWeight {
     std::vector<std::uint8_t> data, scales, biases;
     WeightMatrix view;
     std::vector<float> dense;  // [rows, cols] the values the matrix stands for, computed here
+    // Quantized only: the codes [rows, cols] and the decoded scale of each group [rows, groups].
+    std::vector<std::uint32_t> codes;
+    std::vector<float> group_scale;
 };
 
 inline void store_scalar(DType t, float v, std::uint8_t* dst) {
@@ -95,9 +98,11 @@ inline OwnedWeight make_quant_weight(int bits, int group, DType scale_dtype, std
     w.scales.assign(static_cast<std::size_t>(rows * n_groups) * selem + 8, 0);
     w.biases.assign(static_cast<std::size_t>(rows * n_groups) * selem + 8, 0);
     w.dense.resize(static_cast<std::size_t>(rows * cols));
+    w.group_scale.resize(static_cast<std::size_t>(rows * n_groups));
     for (std::int64_t r = 0; r < rows; ++r) {
         std::vector<std::uint32_t> codes(static_cast<std::size_t>(cols));
         for (auto& c : codes) c = code_dist(rng);
+        w.codes.insert(w.codes.end(), codes.begin(), codes.end());
         pack_codes(codes, bits, w.data, static_cast<std::size_t>(misalign) + r * row_bytes);
         for (std::int64_t g = 0; g < n_groups; ++g) {
             const std::size_t gi = static_cast<std::size_t>(r * n_groups + g);
@@ -107,6 +112,7 @@ inline OwnedWeight make_quant_weight(int bits, int group, DType scale_dtype, std
                 load_scalar(scale_dtype, w.scales.data() + misalign, static_cast<std::int64_t>(gi));
             const float b =
                 load_scalar(scale_dtype, w.biases.data() + misalign, static_cast<std::int64_t>(gi));
+            w.group_scale[gi] = s;
             for (std::int64_t k = g * group; k < (g + 1) * group; ++k) {
                 w.dense[static_cast<std::size_t>(r * cols + k)] =
                     s * static_cast<float>(codes[static_cast<std::size_t>(k)]) + b;

@@ -1,0 +1,407 @@
+// Kernel benchmark of the CPU backend (issue 8): how close matmul and attention come to the
+// machine's limits, measured side by side in one run.
+//
+//   memory read bandwidth   multi-threaded streaming read of 1 GiB          -> GB/s
+//   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth -> GB/s, ratio
+//   prefill matmul (n=512)  GFLOP/s, vs OpenBLAS sgemm on f32 weights of the same shape
+//   decode attention        KV bytes read per second at 4k and 32k context, vs bandwidth
+//
+// Shapes are those of Qwen2.5-0.5B (hidden 896, intermediate 4864, vocab 151936) and
+// Llama-3.2-1B (hidden 2048, intermediate 8192). Decode cycles through enough copies of each
+// matrix to exceed the last-level cache, so it measures DRAM, not L3.
+//
+// Usage: kernels_bench [--threads N] [--quick] [--filter TEXT] [--json FILE] [--hot]
+// (--hot: decode from one cache-resident matrix, i.e. the kernels' compute ceiling)
+
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/backend.hpp"
+#include "model/cpu/blas_gemm.hpp"
+#include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/simd_targets.hpp"
+#include "model/cpu/thread_pool.hpp"
+
+namespace {
+
+using brigade::model::AttentionArgs;
+using brigade::model::BackendOptions;
+using brigade::model::DType;
+using brigade::model::WeightMatrix;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// xorshift64*: fast enough to fill gigabytes of random weights.
+struct Rng {
+    std::uint64_t s = 0x9E3779B97F4A7C15ull;
+    std::uint64_t next() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return s * 0x2545F4914F6CDD1Dull;
+    }
+};
+
+struct Result {
+    std::string name;
+    double value = 0;
+    std::string unit;
+    double bound = 0;  // 0 = no bound to compare with
+    std::string bound_what;
+};
+
+// Owns the bytes of one weight matrix with random contents.
+struct OwnedMatrix {
+    std::vector<std::uint8_t> data, scales, biases;
+    WeightMatrix view;
+};
+
+struct Format {
+    std::string name;
+    DType dtype;
+    int bits;
+};
+
+std::uint16_t random_bf16(Rng& rng, int max_exp) {
+    const std::uint64_t r = rng.next();
+    const auto sign = static_cast<std::uint16_t>((r & 1u) << 15);
+    const auto exp = static_cast<std::uint16_t>(max_exp - static_cast<int>((r >> 1) % 6));
+    const auto mant = static_cast<std::uint16_t>((r >> 8) & 0x7F);
+    return static_cast<std::uint16_t>(sign | (exp << 7) | mant);
+}
+
+OwnedMatrix make_matrix(const Format& f, std::int64_t rows, std::int64_t cols, Rng& rng) {
+    OwnedMatrix m;
+    m.view.rows = rows;
+    m.view.cols = cols;
+    if (f.bits == 0) {
+        m.view.dtype = f.dtype;
+        const std::size_t elem = f.dtype == DType::kF32 ? 4 : 2;
+        m.data.resize(static_cast<std::size_t>(rows * cols) * elem);
+        if (f.dtype == DType::kF32) {
+            for (std::size_t i = 0; i < m.data.size(); i += 4) {
+                const float v =
+                    static_cast<float>(static_cast<std::int64_t>(rng.next() % 2001) - 1000) * 1e-3f;
+                std::memcpy(m.data.data() + i, &v, 4);
+            }
+        } else {
+            for (std::size_t i = 0; i < m.data.size(); i += 2) {
+                const std::uint16_t h = random_bf16(rng, 126);
+                std::memcpy(m.data.data() + i, &h, 2);
+            }
+        }
+    } else {
+        constexpr int kGroup = 64;
+        m.view.dtype = DType::kU32;
+        m.view.bits = f.bits;
+        m.view.group_size = kGroup;
+        m.view.scale_dtype = DType::kBF16;
+        m.data.resize(static_cast<std::size_t>(rows * cols * f.bits / 8));
+        for (std::size_t i = 0; i + 8 <= m.data.size(); i += 8) {
+            const std::uint64_t r = rng.next();
+            std::memcpy(m.data.data() + i, &r, 8);
+        }
+        const std::size_t n_groups = static_cast<std::size_t>(rows * cols / kGroup);
+        m.scales.resize(n_groups * 2);
+        m.biases.resize(n_groups * 2);
+        for (std::size_t g = 0; g < n_groups; ++g) {
+            const std::uint16_t s = random_bf16(rng, 120);
+            const std::uint16_t b = random_bf16(rng, 123);
+            std::memcpy(m.scales.data() + 2 * g, &s, 2);
+            std::memcpy(m.biases.data() + 2 * g, &b, 2);
+        }
+        m.view.scales = m.scales.data();
+        m.view.biases = m.biases.data();
+    }
+    m.view.data = m.data.data();
+    return m;
+}
+
+std::vector<float> random_activations(std::size_t n, Rng& rng) {
+    std::vector<float> v(n);
+    for (auto& x : v)
+        x = static_cast<float>(static_cast<std::int64_t>(rng.next() % 2001) - 1000) * 1e-3f;
+    return v;
+}
+
+// Streams `bytes` of memory on all threads; returns the best GB/s of `reps` passes.
+double measure_read_bandwidth(brigade::model::cpu::ThreadPool& pool, std::size_t bytes, int reps) {
+    const std::size_t n_words = bytes / 8;
+    std::vector<std::uint64_t> buf(n_words);
+    const auto n_tasks = static_cast<std::int64_t>(pool.size());
+    pool.parallel_for(n_tasks, [&](std::int64_t t, int) {  // first touch by the reading thread
+        const std::size_t b =
+            n_words * static_cast<std::size_t>(t) / static_cast<std::size_t>(n_tasks);
+        const std::size_t e =
+            n_words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(n_tasks);
+        for (std::size_t i = b; i < e; ++i) buf[i] = i;
+    });
+    std::vector<std::uint64_t> sums(static_cast<std::size_t>(n_tasks));
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        pool.parallel_for(n_tasks, [&](std::int64_t t, int) {
+            const std::size_t b =
+                n_words * static_cast<std::size_t>(t) / static_cast<std::size_t>(n_tasks);
+            const std::size_t e =
+                n_words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(n_tasks);
+            std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            std::size_t i = b;
+            for (; i + 4 <= e; i += 4) {
+                s0 += buf[i];
+                s1 += buf[i + 1];
+                s2 += buf[i + 2];
+                s3 += buf[i + 3];
+            }
+            for (; i < e; ++i) s0 += buf[i];
+            sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
+        });
+        best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    }
+    std::uint64_t total = 0;
+    for (auto s : sums) total += s;
+    if (total == 42) std::printf(" ");  // keeps the sums alive
+    return best;
+}
+
+struct Shape {
+    std::string model, what;
+    std::int64_t rows, cols;
+};
+
+struct Options {
+    int threads = 0;
+    bool quick = false;
+    std::string filter;
+    std::string json_path;
+    bool hot = false;  // decode from one cache-resident copy: the kernels' compute ceiling
+};
+
+bool wanted(const Options& o, const std::string& name) {
+    return o.filter.empty() || name.find(o.filter) != std::string::npos;
+}
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
+
+std::string json_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options opt;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads" && i + 1 < argc) {
+            opt.threads = std::atoi(argv[++i]);
+        } else if (a == "--quick") {
+            opt.quick = true;
+        } else if (a == "--filter" && i + 1 < argc) {
+            opt.filter = argv[++i];
+        } else if (a == "--hot") {
+            opt.hot = true;
+        } else if (a == "--json" && i + 1 < argc) {
+            opt.json_path = argv[++i];
+        } else {
+            std::fprintf(stderr,
+                         "usage: kernels_bench [--threads N] [--quick] [--filter TEXT] "
+                         "[--json FILE] [--hot]\n");
+            return 2;
+        }
+    }
+
+    using brigade::model::cpu::CpuBackend;
+    using brigade::model::cpu::CpuTuning;
+    CpuBackend backend(BackendOptions{opt.threads}, CpuTuning{});
+    const int n_threads = backend.n_threads();
+    // The target the kernels dispatch to: the best one both supported here and compiled in.
+    const std::int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
+    const std::int64_t best_target = usable & ~(usable - 1);
+    std::printf("CPU: %s | threads: %d | Highway target: %s | BLAS: %s\n", cpu_model().c_str(),
+                n_threads, hwy::TargetName(best_target),
+                brigade::model::cpu::have_blas() ? "yes" : "no");
+
+    std::vector<Result> results;
+    auto report = [&](const Result& r) {
+        results.push_back(r);
+        if (r.bound > 0) {
+            std::printf("%-44s %9.2f %-7s | %-22s %9.2f | ratio %5.1f%%\n", r.name.c_str(), r.value,
+                        r.unit.c_str(), r.bound_what.c_str(), r.bound, 100.0 * r.value / r.bound);
+        } else {
+            std::printf("%-44s %9.2f %-7s\n", r.name.c_str(), r.value, r.unit.c_str());
+        }
+        std::fflush(stdout);
+    };
+
+    brigade::model::cpu::ThreadPool bw_pool(n_threads);
+    const std::size_t bw_bytes = (opt.quick ? 256ull : 1024ull) << 20;
+    const double bandwidth = measure_read_bandwidth(bw_pool, bw_bytes, opt.quick ? 3 : 6);
+    report({"memory read bandwidth", bandwidth, "GB/s", 0, ""});
+
+    const std::vector<Format> formats = {
+        {"bf16", DType::kBF16, 0}, {"q8g64", DType::kU32, 8}, {"q4g64", DType::kU32, 4}};
+    const std::vector<Shape> decode_shapes = {
+        {"qwen0.5b", "gate/up 4864x896", 4864, 896},     {"qwen0.5b", "down 896x4864", 896, 4864},
+        {"qwen0.5b", "lm_head 151936x896", 151936, 896}, {"llama1b", "q/o 2048x2048", 2048, 2048},
+        {"llama1b", "gate/up 8192x2048", 8192, 2048},    {"llama1b", "down 2048x8192", 2048, 8192},
+    };
+    Rng rng;
+    // Decode: n = 1, cycling through copies so at least 512 MiB are touched per round.
+    const double min_bytes = opt.quick ? 256e6 : 512e6;
+    for (const auto& s : decode_shapes) {
+        for (const auto& f : formats) {
+            const std::string name = "decode " + s.model + " " + s.what + " " + f.name;
+            if (!wanted(opt, name)) continue;
+            std::vector<OwnedMatrix> copies;
+            copies.push_back(make_matrix(f, s.rows, s.cols, rng));
+            const double bytes = static_cast<double>(copies[0].view.total_bytes());
+            const int n_copies =
+                static_cast<int>(std::clamp(std::ceil(min_bytes / bytes), 1.0, 64.0));
+            while (static_cast<int>(copies.size()) < n_copies) {
+                copies.push_back(make_matrix(f, s.rows, s.cols, rng));
+            }
+            const auto x = random_activations(static_cast<std::size_t>(s.cols), rng);
+            std::vector<float> y(static_cast<std::size_t>(s.rows));
+            for (auto& c : copies) backend.matmul(c.view, x.data(), 1, y.data());  // warm-up
+            double best = 1e30;
+            const int rounds = opt.quick ? 3 : 6;
+            const int calls = opt.hot ? 50 : 1;
+            for (int r = 0; r < rounds; ++r) {
+                const auto t0 = Clock::now();
+                for (int i = 0; i < calls; ++i) {
+                    for (auto& c : copies) backend.matmul(c.view, x.data(), 1, y.data());
+                }
+                best =
+                    std::min(best, seconds_since(t0) / static_cast<double>(copies.size() * calls));
+            }
+            report({name, bytes / best / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+        }
+    }
+
+    // Prefill: n = 512 tokens; the bound is OpenBLAS sgemm on f32 weights of the same shape
+    // with all threads.
+    const std::int64_t n_prefill = 512;
+    const std::vector<Shape> prefill_shapes = {
+        {"qwen0.5b", "gate/up 4864x896", 4864, 896},  {"qwen0.5b", "down 896x4864", 896, 4864},
+        {"qwen0.5b", "k/v 128x896", 128, 896},        {"llama1b", "q/o 2048x2048", 2048, 2048},
+        {"llama1b", "gate/up 8192x2048", 8192, 2048},
+    };
+    for (const auto& s : prefill_shapes) {
+        const std::string prefix = "prefill512 " + s.model + " " + s.what;
+        if (!wanted(opt, prefix)) continue;
+        const double flops = 2.0 * static_cast<double>(n_prefill * s.rows * s.cols);
+        const auto x = random_activations(static_cast<std::size_t>(n_prefill * s.cols), rng);
+        std::vector<float> y(static_cast<std::size_t>(n_prefill * s.rows));
+        const int reps = opt.quick ? 2 : 4;
+        double sgemm_gflops = 0;
+        if (brigade::model::cpu::have_blas()) {
+            const auto w32 = make_matrix({"f32", DType::kF32, 0}, s.rows, s.cols, rng);
+            brigade::model::cpu::blas_set_threads(n_threads);
+            double best = 1e30;
+            for (int r = 0; r <= reps; ++r) {
+                const auto t0 = Clock::now();
+                brigade::model::cpu::gemm_panel(x.data(), n_prefill, s.cols,
+                                                static_cast<const float*>(w32.view.data), s.rows,
+                                                y.data(), s.rows);
+                if (r > 0) best = std::min(best, seconds_since(t0));
+            }
+            brigade::model::cpu::blas_single_threaded();
+            sgemm_gflops = flops / best / 1e9;
+            report({prefix + " openblas-sgemm-f32", sgemm_gflops, "GFLOP/s", 0, ""});
+        }
+        for (const auto& f : formats) {
+            const auto w = make_matrix(f, s.rows, s.cols, rng);
+            double best = 1e30;
+            for (int r = 0; r <= reps; ++r) {
+                const auto t0 = Clock::now();
+                backend.matmul(w.view, x.data(), n_prefill, y.data());
+                if (r > 0) best = std::min(best, seconds_since(t0));
+            }
+            report({prefix + " " + f.name, flops / best / 1e9, "GFLOP/s", sgemm_gflops,
+                    "sgemm GFLOP/s"});
+        }
+    }
+
+    // Decode attention: one query against a long f32 KV cache.
+    struct AttnShape {
+        std::string model;
+        std::int64_t n_heads, n_kv_heads, head_dim;
+    };
+    for (const auto& a : {AttnShape{"qwen0.5b", 14, 2, 64}, AttnShape{"llama1b", 32, 8, 64}}) {
+        for (std::int64_t n_kv : {std::int64_t{4096}, std::int64_t{32768}}) {
+            const std::string name = "attention decode " + a.model + " ctx " + std::to_string(n_kv);
+            if (!wanted(opt, name)) continue;
+            const auto kv_elems = static_cast<std::size_t>(n_kv * a.n_kv_heads * a.head_dim);
+            const auto k = random_activations(kv_elems, rng);
+            const auto v = random_activations(kv_elems, rng);
+            const auto q =
+                random_activations(static_cast<std::size_t>(a.n_heads * a.head_dim), rng);
+            std::vector<float> out(q.size());
+            AttentionArgs args;
+            args.q = q.data();
+            args.k = k.data();
+            args.v = v.data();
+            args.out = out.data();
+            args.n_q = 1;
+            args.n_kv = n_kv;
+            args.n_heads = a.n_heads;
+            args.n_kv_heads = a.n_kv_heads;
+            args.head_dim = a.head_dim;
+            args.q_pos0 = n_kv - 1;
+            args.scale = 0.125f;
+            double best = 1e30;
+            for (int r = 0; r < (opt.quick ? 5 : 20); ++r) {
+                const auto t0 = Clock::now();
+                backend.attention(args);
+                best = std::min(best, seconds_since(t0));
+            }
+            const double bytes = 2.0 * static_cast<double>(kv_elems) * 4.0;
+            report({name, bytes / best / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+        }
+    }
+
+    if (!opt.json_path.empty()) {
+        std::ofstream out(opt.json_path);
+        out << "{\n  \"cpu\": \"" << json_escape(cpu_model()) << "\",\n  \"threads\": " << n_threads
+            << ",\n  \"highway_target\": \"" << hwy::TargetName(best_target)
+            << "\",\n  \"results\": [\n";
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            const auto& r = results[i];
+            out << "    {\"name\": \"" << json_escape(r.name) << "\", \"value\": " << r.value
+                << ", \"unit\": \"" << r.unit << "\", \"bound\": " << r.bound
+                << ", \"bound_what\": \"" << json_escape(r.bound_what)
+                << "\", \"ratio\": " << (r.bound > 0 ? r.value / r.bound : 0.0) << "}"
+                << (i + 1 < results.size() ? ",\n" : "\n");
+        }
+        out << "  ]\n}\n";
+    }
+    return 0;
+}
