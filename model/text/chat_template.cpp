@@ -94,7 +94,11 @@ std::string flatten_parts(const ordered_json& content) {
 }  // namespace
 
 std::string python_json_dumps(const ordered_json& value) {
-    return jinja::to_json(jinja::Value::from_json(value), jinja::JsonStyle{});
+    try {
+        return jinja::to_json(jinja::Value::from_json(value), jinja::JsonStyle{});
+    } catch (const jinja::TemplateException&) {
+        return value.dump();  // nested too deep for the Python-style dumper
+    }
 }
 
 ordered_json special_tokens_from_config(const ordered_json& config) {

@@ -1,6 +1,7 @@
 // Global functions (range, namespace, dict, cycler, joiner, and transformers' raise_exception
 // and strftime_now), macros as callables, and the `loop` object.
 
+#include <algorithm>
 #include <ctime>
 
 #include "model/text/jinja_renderer.hpp"
@@ -20,15 +21,20 @@ public:
         return Object::get_attr(name);
     }
     bool set_attr(std::string_view name, Value value) override {
+        int d = nesting_depth(value) + 1;
+        if (d > kMaxValueDepth) raise("RecursionError", "value nesting too deep");
+        depth_ = std::max(depth_, d);
         attrs_.set(Value(std::string(name)), std::move(value));
         return true;
     }
+    int depth() const override { return depth_; }
     std::string repr() const override {
         return "<Namespace " + jinja::repr(Value::dict(attrs_)) + ">";
     }
     void release() override { attrs_.items.clear(); }
 
     Mapping attrs_;
+    int depth_ = 1;
 };
 
 class Cycler : public Object {
@@ -147,9 +153,9 @@ Value g_namespace(Renderer& r, CallArgs& args) {
     auto ns = std::make_shared<Namespace>();
     for (const auto& a : args.positional) {
         if (!a.is_mapping()) type_error("namespace() positional arguments must be mappings");
-        for (const auto& [k, v] : a.map().items) ns->attrs_.set(k, v);
+        for (const auto& [k, v] : a.map().items) ns->set_attr(to_str(k), v);
     }
-    for (const auto& [k, v] : args.keyword) ns->attrs_.set(Value(k), v);
+    for (const auto& [k, v] : args.keyword) ns->set_attr(k, v);
     r.track(ns);
     return Value::object(ns);
 }

@@ -15,7 +15,7 @@ namespace brigade::model::text::jinja {
 
 // Deeper nesting than this is refused: real templates nest a dozen levels, and a hostile one
 // must not exhaust the stack.
-inline constexpr int kMaxNesting = 200;
+inline constexpr int kMaxNesting = 256;
 
 [[noreturn]] inline void fail(std::string message, int line,
                               std::string kind = "TemplateSyntaxError") {
@@ -35,6 +35,19 @@ protected:
         }
         ~DepthGuard() { --p_.depth_; }
         ExprParser& p_;
+    };
+
+    // Left-associative chains (`a + b + c`, `x.a.b`, `x | f | g`) are parsed by loops but nest
+    // in the tree; each link counts as one level so evaluation depth stays bounded too.
+    struct ChainGuard {
+        explicit ChainGuard(ExprParser& p) : p_(p) {}
+        ~ChainGuard() { p_.depth_ -= added_; }
+        void deepen() {
+            ++added_;
+            if (++p_.depth_ > kMaxNesting) fail("template nesting too deep", p_.cur().line);
+        }
+        ExprParser& p_;
+        int added_ = 0;
     };
 
     const Token& cur() const { return tokens_[pos_]; }
@@ -133,7 +146,9 @@ protected:
     ExprPtr parse_condexpr() {
         int line = cur().line;
         ExprPtr expr1 = parse_or();
+        ChainGuard chain(*this);
         while (is_name("if")) {
+            chain.deepen();
             next();
             mark_soft(expr1.get());
             ++soft_;
@@ -162,14 +177,22 @@ protected:
     ExprPtr parse_or() {
         int line = cur().line;
         ExprPtr left = parse_and();
-        while (skip_name("or")) left = binary("or", std::move(left), parse_and(), line);
+        ChainGuard chain(*this);
+        while (skip_name("or")) {
+            chain.deepen();
+            left = binary("or", std::move(left), parse_and(), line);
+        }
         return left;
     }
 
     ExprPtr parse_and() {
         int line = cur().line;
         ExprPtr left = parse_not();
-        while (skip_name("and")) left = binary("and", std::move(left), parse_not(), line);
+        ChainGuard chain(*this);
+        while (skip_name("and")) {
+            chain.deepen();
+            left = binary("and", std::move(left), parse_not(), line);
+        }
         return left;
     }
 
@@ -217,7 +240,9 @@ protected:
     ExprPtr parse_math1() {
         int line = cur().line;
         ExprPtr left = parse_concat();
+        ChainGuard chain(*this);
         while (is_op("+") || is_op("-")) {
+            chain.deepen();
             std::string op = next().text;
             left = binary(op, std::move(left), parse_concat(), line);
         }
@@ -227,14 +252,20 @@ protected:
     ExprPtr parse_concat() {
         int line = cur().line;
         ExprPtr left = parse_math2();
-        while (skip_op("~")) left = binary("~", std::move(left), parse_math2(), line);
+        ChainGuard chain(*this);
+        while (skip_op("~")) {
+            chain.deepen();
+            left = binary("~", std::move(left), parse_math2(), line);
+        }
         return left;
     }
 
     ExprPtr parse_math2() {
         int line = cur().line;
         ExprPtr left = parse_pow();
+        ChainGuard chain(*this);
         while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+            chain.deepen();
             std::string op = next().text;
             left = binary(op, std::move(left), parse_pow(), line);
         }
@@ -244,7 +275,11 @@ protected:
     ExprPtr parse_pow() {
         int line = cur().line;
         ExprPtr left = parse_unary(true);
-        while (skip_op("**")) left = binary("**", std::move(left), parse_unary(true), line);
+        ChainGuard chain(*this);
+        while (skip_op("**")) {
+            chain.deepen();
+            left = binary("**", std::move(left), parse_unary(true), line);
+        }
         return left;
     }
 
@@ -350,7 +385,9 @@ protected:
     }
 
     ExprPtr parse_postfix(ExprPtr node) {
+        ChainGuard chain(*this);
         while (true) {
+            chain.deepen();
             if (is_op(".") || is_op("[")) {
                 node = parse_subscript(std::move(node));
             } else if (is_op("(")) {
@@ -362,7 +399,9 @@ protected:
     }
 
     ExprPtr parse_filter_expr(ExprPtr node) {
+        ChainGuard chain(*this);
         while (true) {
+            chain.deepen();
             if (is_op("|")) {
                 node = parse_filter(std::move(node), false);
             } else if (is_name("is")) {
@@ -467,7 +506,9 @@ protected:
     }
 
     ExprPtr parse_filter(ExprPtr node, bool start_inline) {
+        ChainGuard chain(*this);
         while (is_op("|") || start_inline) {
+            chain.deepen();
             if (!start_inline) next();
             start_inline = false;
             int line = cur().line;

@@ -94,19 +94,54 @@ Value Value::undefined(std::string hint, bool unsafe) {
     return Value(Undefined{std::make_shared<const std::string>(std::move(hint)), unsafe});
 }
 
+int nesting_depth(const Value& v) {
+    switch (v.kind()) {
+        case Kind::sequence:
+            return v.seq().depth;
+        case Kind::mapping:
+            return v.map().depth;
+        case Kind::object:
+            return v.obj()->depth();
+        default:
+            return 0;
+    }
+}
+
+namespace {
+
+int checked_depth(int child_depth) {
+    if (child_depth + 1 > kMaxValueDepth) {
+        raise("RecursionError", "value nesting deeper than " + std::to_string(kMaxValueDepth));
+    }
+    return child_depth + 1;
+}
+
+}  // namespace
+
 Value Value::list(std::vector<Value> items, SeqFlavor flavor) {
     auto s = std::make_shared<Sequence>();
+    int deepest = 0;
+    for (const auto& item : items) deepest = std::max(deepest, nesting_depth(item));
+    s->depth = checked_depth(deepest);
     s->items = std::move(items);
     s->flavor = flavor;
     return Value(std::move(s));
 }
 
-Value Value::dict(Mapping m) { return Value(std::make_shared<Mapping>(std::move(m))); }
+Value Value::dict(Mapping m) {
+    int deepest = 0;
+    for (const auto& [k, v] : m.items) deepest = std::max(deepest, nesting_depth(v));
+    m.depth = checked_depth(deepest);
+    return Value(std::make_shared<Mapping>(std::move(m)));
+}
 Value Value::object(ObjectPtr o) { return Value(std::move(o)); }
 Value Value::callable(CallablePtr f) { return Value(std::move(f)); }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
     using T = nlohmann::ordered_json::value_t;
+    if (depth >= kMaxValueDepth) {
+        raise("RecursionError", "JSON nested deeper than " + std::to_string(kMaxValueDepth));
+    }
     switch (j.type()) {
         case T::null:
         case T::discarded:
@@ -127,14 +162,14 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         case T::array: {
             std::vector<Value> items;
             items.reserve(j.size());
-            for (const auto& e : j) items.push_back(from_json(e));
+            for (const auto& e : j) items.push_back(from_json(e, depth + 1));
             return list(std::move(items));
         }
         case T::object: {
             Mapping m;
             m.items.reserve(j.size());
             for (auto it = j.begin(); it != j.end(); ++it) {
-                m.items.emplace_back(Value(it.key()), from_json(it.value()));
+                m.items.emplace_back(Value(it.key()), from_json(it.value(), depth + 1));
             }
             return dict(std::move(m));
         }
@@ -331,7 +366,8 @@ void append_string_repr(std::string& out, const std::string& s) {
 void append_repr(std::string& out, const Value& v, int depth);
 
 void append_container(std::string& out, const Value& v, int depth) {
-    if (depth > 200) raise("RecursionError", "maximum recursion depth exceeded while printing");
+    if (depth > kMaxValueDepth)
+        raise("RecursionError", "maximum recursion depth exceeded while printing");
     if (v.is_sequence()) {
         const auto& s = v.seq();
         if (s.flavor == SeqFlavor::generator) {

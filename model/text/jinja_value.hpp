@@ -56,11 +56,13 @@ struct Sequence {
     std::vector<Value> items;
     SeqFlavor flavor = SeqFlavor::list;
     bool consumed = false;  // generators iterate once
+    int depth = 1;          // nesting depth of containers (see kMaxValueDepth)
 };
 
 // A Python dict: insertion-ordered, keys of any hashable value (in practice strings).
 struct Mapping {
     std::vector<std::pair<Value, Value>> items;
+    int depth = 1;  // set by Value::dict
     const Value* find(const Value& key) const;
     const Value* find(std::string_view key) const;
     void set(Value key, Value value);
@@ -80,6 +82,8 @@ public:
     virtual Value call(Renderer& renderer, CallArgs& args) const;
     // Drops held values (breaks reference cycles at the end of a render).
     virtual void release() {}
+    // Container nesting below this object (namespaces hold values).
+    virtual int depth() const { return 1; }
 };
 
 // Macros, globals and bound methods.
@@ -127,7 +131,8 @@ public:
     static Value dict(Mapping m);
     static Value object(ObjectPtr o);
     static Value callable(CallablePtr f);
-    static Value from_json(const nlohmann::ordered_json& j);
+    // Raises (TemplateException) for JSON nested deeper than kMaxValueDepth.
+    static Value from_json(const nlohmann::ordered_json& j, int depth = 0);
     // A `Markup` string (from `|safe`, `|escape`): adding a plain string to it HTML-escapes the
     // plain one, as markupsafe does.
     static Value markup(std::string s) {
@@ -183,6 +188,11 @@ private:
 
 // HTML escaping as markupsafe does it (& < > " ').
 std::string html_escape(std::string_view s);
+
+// Values nest at most this deep (JSON input and values built by templates alike): deeper
+// structures would make printing, comparing and freeing them recurse without bound.
+inline constexpr int kMaxValueDepth = 400;
+int nesting_depth(const Value& v);
 
 // Raises the UndefinedError (or SecurityError) an undefined value carries.
 [[noreturn]] void fail_undefined(const Value& v);
