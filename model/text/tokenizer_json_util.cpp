@@ -26,7 +26,7 @@ bool json_bool(const nlohmann::json& j, std::string_view key, bool fallback) {
 
 std::size_t json_size(const nlohmann::json& j, std::string_view key, std::size_t fallback) {
     auto it = j.find(key);
-    if (it == j.end() || !it->is_number_unsigned()) return fallback;
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0) return fallback;
     return it->get<std::size_t>();
 }
 
