@@ -1,5 +1,7 @@
 #include "mesh/secure_channel.hpp"
 
+#include <algorithm>
+
 namespace brigade::mesh {
 
 SecureChannel::SecureChannel(noise::CipherState send, noise::CipherState recv, WireLimits limits)
@@ -14,7 +16,11 @@ Result<void> SecureChannel::seal(const Message& m, Bytes& out) {
 Result<void> SecureChannel::seal_bytes(ByteSpan plaintext, Bytes& out) {
     const std::size_t n_records =
         (plaintext.size() + kMaxRecordPlaintext - 1) / kMaxRecordPlaintext;
-    out.reserve(out.size() + plaintext.size() + n_records * (kRecordHeaderBytes + noise::kTagLen));
+    const std::size_t needed =
+        out.size() + plaintext.size() + n_records * (kRecordHeaderBytes + noise::kTagLen);
+    // Grow geometrically: an outbox that queues many frames must not be reallocated (and
+    // copied) once per frame, which made a 512 MiB burst quadratic.
+    if (out.capacity() < needed) out.reserve(std::max(needed, 2 * out.capacity()));
     std::size_t pos = 0;
     while (pos < plaintext.size()) {
         const std::size_t n = std::min(kMaxRecordPlaintext, plaintext.size() - pos);
