@@ -126,7 +126,9 @@ private:
     net::awaitable<bool> write_simple(const SimpleResponse& response, unsigned version,
                                       bool keep_alive, const std::string& request_id,
                                       bool head_only = false);
-    net::awaitable<bool> serve_completion(CompletionRequest request, unsigned version,
+    // By reference: GCC 12 mis-destroys by-value coroutine parameters holding short strings
+    // (see mesh/tcp_transport.cpp); the request lives in the caller's frame.
+    net::awaitable<bool> serve_completion(CompletionRequest& request, unsigned version,
                                           bool keep_alive);
     net::awaitable<void> on_read_error(beast::error_code ec, bool got_some, unsigned version);
     net::awaitable<void> linger_close();
@@ -307,8 +309,7 @@ net::awaitable<bool> Session::handle(http::request<http::string_body>& request) 
         co_return co_await write_simple(response, request.version(), keep_alive, id,
                                         request.method() == http::verb::head);
     }
-    co_return co_await serve_completion(std::move(*routed.completion), request.version(),
-                                        keep_alive);
+    co_return co_await serve_completion(*routed.completion, request.version(), keep_alive);
 }
 
 void Session::deliver(std::uint64_t serial, ServiceEvent event) {
@@ -346,7 +347,7 @@ net::awaitable<void> Session::wait_woken(Clock::time_point until) {
     (void)ec;
 }
 
-net::awaitable<bool> Session::serve_completion(CompletionRequest request, unsigned version,
+net::awaitable<bool> Session::serve_completion(CompletionRequest& request, unsigned version,
                                                bool keep_alive) {
     HttpServer::Impl& server = *server_;
     const std::string id = request.id;
@@ -508,8 +509,9 @@ net::awaitable<void> HttpServer::Impl::accept_loop() {
         }
         auto session = std::make_shared<Session>(shared_from_this(), std::move(socket));
         add_session(session);
+        // The completion handler owns the session until its coroutine ends.
         net::co_spawn(session->executor(), session->run(),
-                      [self = shared_from_this()](std::exception_ptr error) {
+                      [self = shared_from_this(), session](std::exception_ptr error) {
                           if (!error) return;
                           try {
                               std::rethrow_exception(error);

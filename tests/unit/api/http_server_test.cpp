@@ -9,6 +9,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -83,6 +85,8 @@ public:
         return seen;
     }
 
+    void send_raw(const std::string& bytes) { net::write(socket_, net::buffer(bytes)); }
+
     void close() {
         beast::error_code ignored;
         socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -139,6 +143,9 @@ protected:
         options.host = "127.0.0.1";
         options.port = 0;
         options.log = [this](LogLevel, std::string_view line) {
+            if (std::getenv("BRIGADE_TEST_VERBOSE") != nullptr) {
+                std::fprintf(stderr, "[server] %.*s\n", static_cast<int>(line.size()), line.data());
+            }
             std::lock_guard lock(log_mutex_);
             log_.emplace_back(line);
         };
@@ -182,6 +189,15 @@ protected:
     std::mutex log_mutex_;
     std::vector<std::string> log_;
 };
+
+TEST_F(HttpServerTest, RawHttp10Request) {
+    start();
+    Client client(port_);
+    client.send_raw("GET /health HTTP/1.0\r\n\r\n");
+    const std::string reply = client.read_until("\"ok\"}");
+    EXPECT_TRUE(reply.starts_with("HTTP/1.0 200 OK\r\n")) << reply;
+    EXPECT_TRUE(reply.ends_with("{\"status\":\"ok\"}")) << reply;
+}
 
 TEST_F(HttpServerTest, HealthAndModels) {
     start();
