@@ -19,7 +19,22 @@ struct Context {
     const PlanRequest& req;
     std::vector<std::uint64_t> prefix;  // [n_layers + 1] cumulative layer bytes
     std::uint64_t kv_per_layer = 0;     // KV bytes one layer holds for all streams
+    double lm_head_layers = 0;          // the tail's lm_head matmul, in average-layer units
 };
+
+// The lm_head (or the tied embedding used as one) is a matmul over the whole vocabulary: for
+// small models it costs as much as several layers, so the tail is charged for it.
+double tail_extra_s(const Context& c, const NodeCapacity& node) {
+    return c.lm_head_layers * node.seconds_per_layer;
+}
+
+void init_lm_head_cost(Context& c) {
+    const model::ModelShape& s = c.req.shape;
+    const std::uint64_t lm_bytes =
+        s.lm_head_bytes > 0 ? s.lm_head_bytes : (c.req.tied_embeddings ? s.embedding_bytes : 0);
+    const double avg_layer = static_cast<double>(c.prefix[s.n_layers]) / s.n_layers;
+    c.lm_head_layers = avg_layer > 0 ? static_cast<double>(lm_bytes) / avg_layer : 0;
+}
 
 std::uint64_t range_bytes(const Context& c, int first, int last, bool is_head, bool is_tail) {
     const PlanRequest& r = c.req;
@@ -31,27 +46,6 @@ std::uint64_t range_bytes(const Context& c, int first, int last, bool is_head, b
         if (r.tied_embeddings && !is_head) bytes += r.shape.embedding_bytes;
     }
     return bytes;
-}
-
-// Most layers a node can hold starting at `start` (never taking the last layer unless the tail's
-// extra bytes fit too).
-int max_layers_by_memory(const Context& c, int start, std::uint64_t memory, bool is_head) {
-    const int n_layers = c.req.shape.n_layers;
-    int lo = 0;
-    int hi = n_layers - start;
-    while (lo < hi) {  // largest n with the non-tail bytes within memory
-        const int mid = (lo + hi + 1) / 2;
-        if (range_bytes(c, start, start + mid, is_head, false) <= memory) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    if (lo > 0 && start + lo == n_layers &&
-        range_bytes(c, start, n_layers, is_head, true) > memory) {
-        --lo;  // cannot be the tail: leave the last layer to a later stage
-    }
-    return lo;
 }
 
 struct Candidate {
@@ -150,26 +144,74 @@ std::optional<Candidate> best_for_subset(const Context& c,
     for (const NodeCapacity* node : order) {
         for (int n = 1; n <= n_layers; ++n) taus.push_back(n * node->seconds_per_layer * f);
     }
+    for (int n = 1; n <= n_layers; ++n) {
+        taus.push_back((n * order.back()->seconds_per_layer + tail_extra_s(c, *order.back())) * f);
+    }
     std::sort(taus.begin(), taus.end());
     taus.erase(std::unique(taus.begin(), taus.end()), taus.end());
     taus.push_back(std::numeric_limits<double>::infinity());
 
     std::optional<Candidate> best;
+    // Memory caps per position (head/middle/tail extras), independent of where the range starts:
+    // every layer is charged like the largest one, which is exact for uniform layers and safe
+    // otherwise (the exact contiguous ranges are checked again below).
+    const std::uint64_t max_layer =
+        *std::max_element(r.shape.layer_bytes.begin(), r.shape.layer_bytes.end());
+    std::vector<int> memory_cap(k);
+    for (int j = 0; j < k; ++j) {
+        std::uint64_t fixed = 0;
+        if (j == 0) fixed += r.shape.embedding_bytes;
+        if (j == k - 1) {
+            fixed += r.shape.lm_head_bytes;
+            if (r.tied_embeddings && j != 0) fixed += r.shape.embedding_bytes;
+        }
+        const std::uint64_t per_layer = max_layer + c.kv_per_layer;
+        const std::uint64_t mem = order[j]->memory_bytes;
+        memory_cap[j] =
+            mem < fixed ? 0
+            : per_layer == 0
+                ? n_layers
+                : static_cast<int>(std::min<std::uint64_t>((mem - fixed) / per_layer, n_layers));
+    }
+    // Stages by speed, fastest first, for handing out layers beyond the first of each.
+    std::vector<int> by_speed(k);
+    for (int j = 0; j < k; ++j) by_speed[j] = j;
+    std::stable_sort(by_speed.begin(), by_speed.end(), [&](int a, int b) {
+        return order[a]->seconds_per_layer < order[b]->seconds_per_layer;
+    });
+
     std::vector<int> counts(k);
     for (double tau : taus) {
-        int start = 0;
+        // For this bound on every stage's time, the layout with the least total time: each stage
+        // one layer, then the rest to the fastest stages up to their caps.
         bool ok = true;
+        std::vector<int> cap(k);
         for (int j = 0; j < k && ok; ++j) {
-            const NodeCapacity& node = *order[j];
-            int n = max_layers_by_memory(c, start, node.memory_bytes, j == 0);
+            cap[j] = memory_cap[j];
             if (std::isfinite(tau)) {
-                const double by_time = std::floor(tau / (node.seconds_per_layer * f) + 1e-9);
-                n = std::min<int>(n, static_cast<int>(std::min<double>(by_time, n_layers)));
+                const double extra = j == k - 1 ? tail_extra_s(c, *order[j]) * f : 0;
+                const double by_time = std::max(
+                    0.0, std::floor((tau - extra) / (order[j]->seconds_per_layer * f) + 1e-9));
+                cap[j] =
+                    std::min<int>(cap[j], static_cast<int>(std::min<double>(by_time, n_layers)));
             }
-            if (j == k - 1 && start + n < n_layers) ok = false;  // the tail must finish the model
-            if (n <= 0) ok = false;                              // every stage holds a layer
-            counts[j] = n;
-            start += n;
+            if (cap[j] < 1) ok = false;
+            counts[j] = 1;
+        }
+        if (!ok) continue;
+        int left = n_layers - k;
+        for (int j : by_speed) {
+            const int add = std::min(left, cap[j] - 1);
+            counts[j] += add;
+            left -= add;
+        }
+        if (left > 0) continue;
+        int start = 0;
+        for (int j = 0; j < k && ok; ++j) {  // exact check of the contiguous ranges
+            if (range_bytes(c, start, start + counts[j], j == 0, j == k - 1) >
+                order[j]->memory_bytes)
+                ok = false;
+            start += counts[j];
         }
         if (!ok || start != n_layers) continue;
         Candidate cand;
@@ -179,7 +221,8 @@ std::optional<Candidate> best_for_subset(const Context& c,
             s.node = order[j]->id;
             s.layers = {start, start + counts[j]};
             s.memory_bytes = range_bytes(c, start, start + counts[j], j == 0, j == k - 1);
-            s.step_s = counts[j] * order[j]->seconds_per_layer;
+            s.step_s = counts[j] * order[j]->seconds_per_layer +
+                       (j == k - 1 ? tail_extra_s(c, *order[j]) : 0);
             s.tok_s = 1 / s.step_s;
             cand.stages.push_back(s);
             start += counts[j];
@@ -257,6 +300,7 @@ Result<Plan> make_plan(const PlanRequest& req) {
     const int n_layers = req.shape.n_layers;
     Context c{req, std::vector<std::uint64_t>(n_layers + 1), 0};
     for (int i = 0; i < n_layers; ++i) c.prefix[i + 1] = c.prefix[i] + req.shape.layer_bytes[i];
+    init_lm_head_cost(c);
     c.kv_per_layer = req.shape.kv_bytes_per_token_per_layer *
                      static_cast<std::uint64_t>(req.context_tokens) *
                      static_cast<std::uint64_t>(req.expected_concurrency);
@@ -301,8 +345,19 @@ Result<Plan> make_plan(const PlanRequest& req) {
         }
     }
 
-    std::map<std::size_t, Candidate> best_by_k;
+    // Each subset in rank order (fastest node at the head), and with its fastest node moved to the
+    // tail, which also runs the lm_head.
+    std::vector<std::vector<const NodeCapacity*>> orders;
     for (const auto& subset : subsets) {
+        orders.push_back(subset);
+        if (subset.size() >= 2) {
+            std::vector<const NodeCapacity*> fastest_last(subset.begin() + 1, subset.end());
+            fastest_last.push_back(subset.front());
+            orders.push_back(std::move(fastest_last));
+        }
+    }
+    std::map<std::size_t, Candidate> best_by_k;
+    for (const auto& subset : orders) {
         auto cand = best_for_subset(c, subset);
         if (!cand) continue;
         auto it = best_by_k.find(subset.size());

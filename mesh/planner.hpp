@@ -12,17 +12,20 @@
 //       P = max(cycle, m * max_i t_i(b)),  cycle = sum_i t_i(b) + hops(b),
 //   because each micro-batch must go round the whole loop and the slowest stage serves all m
 //   micro-batches. Aggregate throughput = C / P tok/s; each stream gets 1 / P.
+// - The tail also runs the lm_head (the embedding when tied): it is charged lm_head bytes /
+//   average layer bytes extra layers of time.
 // - Memory of a stage: its layers' bytes + KV (kv_bytes_per_token_per_layer * n_i * context *
 //   C) + the embedding on the head + lm_head on the tail (+ the embedding again on a tail that is
 //   not the head when embeddings are tied).
 //
 // Search: nodes are ranked fastest first (ties: lower node id). For every subset of nodes (all
-// subsets up to 10 nodes, prefixes of the speed and memory rankings beyond), kept in rank order,
-// and every bound tau on a stage's time, layers are handed out greedily front to back: each stage
-// takes as many layers as its memory and tau allow. The best plan per stage count is kept; a plan
-// with more stages replaces one with fewer only when it raises predicted throughput by more than
-// `min_gain_per_extra_stage`, so a split is never chosen when it is predicted to be slower than
-// fewer stages (in particular than one node that can hold the model).
+// subsets up to 8 nodes, prefixes of the speed and memory rankings beyond), in rank order and
+// with its fastest node moved to the tail, and every bound tau on a stage's time, layers are handed
+// out greedily front to back: each stage takes as many layers as its memory and tau allow. The best
+// plan per stage count is kept; a plan with more stages replaces one with fewer only when it raises
+// predicted throughput by more than `min_gain_per_extra_stage`, so a split is never chosen when it
+// is predicted to be slower than fewer stages (in particular than one node that can hold the
+// model).
 
 #include <cstdint>
 #include <span>

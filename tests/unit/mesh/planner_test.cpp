@@ -80,14 +80,16 @@ TEST(Planner, Table) {
          {node(1, 200 * kMB, 2e-3), node(2, 180 * kMB, 1e-3)},
          1,
          5e-4,
-         // node 2 (faster) first: 180 MB - 20 MB embedding = 16 layers; node 1 takes 8 + lm_head.
-         {{{2, {0, 16}}, {1, {16, 24}}}}},
+         // The faster node 2 is the tail (it also runs lm_head): 180 MB - 20 MB lm_head = 16
+         // layers.
+         {{{1, {0, 8}}, {2, {8, 24}}}}},
         {"equal nodes, 4 streams: the split raises throughput",
          shape(24, 10 * kMB),
          {node(1, 1000 * kMB, 1e-3), node(2, 1000 * kMB, 1e-3)},
          4,
          5e-4,
-         {{{1, {0, 12}}, {2, {12, 24}}}}},
+         // Balanced once the tail's lm_head (2 layers' worth) is counted.
+         {{{1, {0, 13}}, {2, {13, 24}}}}},
         {"equal nodes, 4 streams, 100 ms links: hops eat the gain, one stage",
          shape(24, 10 * kMB),
          {node(1, 1000 * kMB, 1e-3), node(2, 1000 * kMB, 1e-3)},
@@ -99,13 +101,13 @@ TEST(Planner, Table) {
          {node(1, 200 * kMB, 2e-3), node(2, 200 * kMB, 1e-3)},
          8,
          1e-4,
-         {{{2, {0, 16}}, {1, {16, 24}}}}},
+         {{{1, {0, 8}}, {2, {8, 24}}}}},
         {"a slow node that could hold it all vs a fast small one: the split is faster, so split",
          shape(24, 10 * kMB),
          {node(1, 1000 * kMB, 4e-3), node(2, 140 * kMB, 1e-3)},
          1,
          5e-4,
-         {{{2, {0, 12}}, {1, {12, 24}}}}},
+         {{{1, {0, 12}}, {2, {12, 24}}}}},
         {"tiny fast node whose share would not pay for the hop: one stage on the big node",
          shape(24, 10 * kMB),
          {node(1, 1000 * kMB, 1e-3), node(2, 35 * kMB, 0.9e-3)},
@@ -117,7 +119,8 @@ TEST(Planner, Table) {
          {node(1, 120 * kMB, 1e-3), node(2, 120 * kMB, 1e-3), node(3, 120 * kMB, 1e-3)},
          1,
          5e-4,
-         {{{1, {0, 10}}, {2, {10, 20}}, {3, {20, 30}}}}},
+         // Equal totals; the tail also runs lm_head, so it gets one layer less (max stage 11).
+         {{{1, {0, 10}}, {2, {10, 21}}, {3, {21, 30}}}}},
         {"an extra node that is not needed stays out",
          shape(30, 10 * kMB),
          {node(1, 120 * kMB, 1e-3), node(2, 120 * kMB, 1e-3), node(3, 120 * kMB, 1e-3),
@@ -185,7 +188,8 @@ TEST(Planner, HopLatencyIsCounted) {
     // One forward hop (rtt/2 + activations over bandwidth) and the token back (rtt/2).
     const double activations = 1024.0 * 2 / r.default_bandwidth_bytes_per_s;
     EXPECT_NEAR(plan->hop_s, 0.010 + activations, 1e-9);
-    EXPECT_NEAR(plan->single_stream_tok_s, 1 / (24 * 1e-3 + plan->hop_s), 1e-6);
+    // 24 layers + lm_head (20 MB = 2 layers' worth) on the tail.
+    EXPECT_NEAR(plan->single_stream_tok_s, 1 / (26 * 1e-3 + plan->hop_s), 1e-6);
     // A measured link overrides the default.
     r.links = {LinkCost{id_of(2), id_of(1), 0.002, 1e9}};
     auto measured = make_plan(r);
