@@ -67,7 +67,7 @@ model::Result<ResolvedModel> resolve_demo(const ModelRefEnvironment& env) {
             return make_error(errc::io_error, "BRIGADE_DEMO_MODEL=" + dir.string() +
                                                   " is not a model directory (no config.json)");
         }
-        return ResolvedModel{tidy(dir), ModelSource::kDemo, "demo"};
+        return ResolvedModel{tidy(dir), ModelSource::kDemo, "BRIGADE_DEMO_MODEL"};
     }
     std::string looked;
     for (const auto& c : demo_candidates(env.executable)) {
@@ -223,8 +223,8 @@ model::Result<ResolvedModel> resolve_model_ref(const std::string& model_ref,
 std::string model_choice_note(const ResolvedModel& model) {
     switch (model.source) {
         case ModelSource::kDemo:
-            return "using the bundled demo model at " + model.dir.string() +
-                   " (no --model given; a 1.9M-parameter toy, see model/demo/README.md)";
+            return "using the bundled demo model at " + model.dir.string() + " (no --model given" +
+                   (model.name == "demo" ? std::string(")") : "; set by " + model.name + ")");
         case ModelSource::kHubCache:
             return "using " + model.name + " from the Hugging Face cache: " + model.dir.string();
         case ModelSource::kLocalDirectory:

@@ -40,7 +40,9 @@ enum class ModelSource { kLocalDirectory, kHubCache, kDemo };
 struct ResolvedModel {
     std::filesystem::path dir;
     ModelSource source = ModelSource::kLocalDirectory;
-    std::string name;  // what was asked for: the path, `org/name`, or "demo"
+    // What was asked for: the path, `org/name`; for the demo model "demo", or
+    // "BRIGADE_DEMO_MODEL" when that variable chose it.
+    std::string name;
 };
 
 // Resolves `model_ref` (empty = the demo model). Errors say where it looked.
