@@ -65,7 +65,10 @@ asio::awaitable<void> serve(brigade::mesh::TcpListener& listener, const NodeKey&
     if (!link) co_return;
     for (;;) {
         auto m = co_await (*link)->async_receive(60s);
-        if (!m) co_return;
+        if (!m) {
+            std::fprintf(stderr, "server: %s\n", m.error().what().c_str());
+            co_return;
+        }
         auto* a = std::get_if<ActivationFrame>(&*m);
         if (a == nullptr) continue;
         if (a->n_tokens <= 16) {

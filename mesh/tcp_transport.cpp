@@ -3,6 +3,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -23,6 +24,7 @@ using SteadyClock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kYieldOutboxBytes = 4u << 20;
 
 // Runs `on_fire` (which closes a socket or cancels a resolver) when a deadline passes. Pending
 // operations then fail, which is how connect and handshake get their timeouts. Disarmed on
@@ -181,6 +183,11 @@ public:
         if (auto r = enqueue(*m); !r) {
             Result<void> r_ = r.error();
             co_return r_;
+        }
+        if (outbox_.size() > kYieldOutboxBytes) {
+            // Let the writer, reader and keepalive run between big frames instead of sealing a
+            // whole burst first.
+            co_await asio::post(socket_.get_executor(), asio::use_awaitable);
         }
         Result<void> ok;
         co_return ok;
@@ -352,17 +359,26 @@ private:
             inflight.swap(outbox_);
             outbox_.clear();
             outbox_queued_at_ = {};
-            write_started_ = SteadyClock::now();
+            write_progress_ = SteadyClock::now();
             writing_ = true;
             send_space_.cancel();
-            auto awaited4_ = co_await asio::async_write(socket_, asio::buffer(inflight), kNoThrow);
-            auto ec = std::move(std::get<0>(awaited4_));
-            auto n = std::move(std::get<1>(awaited4_));
-            writing_ = false;
-            if (ec) {
-                fail(make_error(errc::io_error, "write failed: " + ec.message()));
-                co_return;
+            // In 1 MiB pieces, so the send timeout measures progress, not the time a 256 MiB
+            // burst needs on a slow link.
+            constexpr std::size_t kPiece = 1 << 20;
+            for (std::size_t pos = 0; pos < inflight.size();) {
+                const std::size_t n = std::min(kPiece, inflight.size() - pos);
+                auto written = co_await asio::async_write(
+                    socket_, asio::buffer(inflight.data() + pos, n), kNoThrow);
+                if (std::get<0>(written)) {
+                    writing_ = false;
+                    fail(make_error(errc::io_error,
+                                    "write failed: " + std::get<0>(written).message()));
+                    co_return;
+                }
+                pos += n;
+                write_progress_ = SteadyClock::now();
             }
+            writing_ = false;
             inflight.clear();
         }
     }
@@ -376,15 +392,20 @@ private:
             co_await keepalive_timer_.async_wait(kNoThrow);
             if (closed_) co_return;
             const auto now = SteadyClock::now();
+            // Bytes waiting in the kernel mean the peer is alive even if our reader has not run
+            // (e.g. this thread spent seconds sealing a burst of activations).
+            boost::system::error_code available_ec;
+            if (socket_.available(available_ec) > 0 && !available_ec) last_received_ = now;
             if (now - last_received_ >= config_.idle_timeout) {
                 fail(make_error(errc::timeout, "nothing received for " +
                                                    std::to_string(config_.idle_timeout.count()) +
                                                    " ms"));
                 co_return;
             }
-            if ((writing_ && now - write_started_ >= config_.send_timeout) ||
-                (outbox_queued_at_ != SteadyClock::time_point{} &&
-                 now - outbox_queued_at_ >= config_.send_timeout)) {
+            // No write progress for send_timeout while bytes wait: the peer stopped reading.
+            const bool waiting = writing_ || outbox_queued_at_ != SteadyClock::time_point{};
+            const auto since = writing_ ? write_progress_ : outbox_queued_at_;
+            if (waiting && now - since >= config_.send_timeout) {
                 fail(make_error(errc::timeout, "peer stopped reading: a write waited over " +
                                                    std::to_string(config_.send_timeout.count()) +
                                                    " ms"));
@@ -408,7 +429,7 @@ private:
     std::optional<Error> close_error_;
     SteadyClock::time_point last_received_;
     SteadyClock::time_point last_sent_;
-    SteadyClock::time_point write_started_;
+    SteadyClock::time_point write_progress_;
     SteadyClock::time_point outbox_queued_at_{};
     std::optional<std::chrono::microseconds> rtt_;
     std::uint64_t heartbeat_seq_ = 0;
