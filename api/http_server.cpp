@@ -319,7 +319,14 @@ void Session::deliver(std::uint64_t serial, ServiceEvent event) {
         pending_head_ = out.head;
         if (!out.head->stream) full_body_ = std::exchange(out.body, {});
     }
-    if (!out.body.empty() && !outbox_->push(out.body)) too_slow_ = true;
+    if (!out.body.empty() && !outbox_->push(out.body) && !too_slow_) {
+        // The client reads slower than we generate: give up now rather than buffer without
+        // bound. Cancelling the socket's operations also ends a write stuck on a full window.
+        too_slow_ = true;
+        cancel_->cancel();
+        beast::error_code ignored;
+        stream_.socket().cancel(ignored);
+    }
     if (out.finished) exchange_done_ = true;
     wake_.cancel();
 }
@@ -400,11 +407,16 @@ net::awaitable<bool> Session::serve_completion(CompletionRequest& request, unsig
             }
             co_await wait_woken(due);
         }
-        if (client_gone_ || too_slow_ || stopping_) {
+        // Checked before every write: the state may change while a write is in flight.
+        const auto abandon_reason = [this]() -> const char* {
+            return client_gone_ ? "client disconnected"
+                   : too_slow_  ? "client too slow"
+                   : stopping_  ? "server stopping"
+                                : nullptr;
+        };
+        if (const char* reason = abandon_reason()) {
             ok = false;
-            failure = client_gone_ ? "client disconnected"
-                      : too_slow_  ? "client too slow"
-                                   : "server stopping";
+            failure = reason;
             break;
         }
         if (pending_head_) {
@@ -433,11 +445,16 @@ net::awaitable<bool> Session::serve_completion(CompletionRequest& request, unsig
             auto [ec, n] = co_await http::async_write_header(stream_, serializer, kUseTuple);
             if (ec) {
                 ok = false;
-                failure = "write failed: " + ec.message();
+                failure = too_slow_ ? "client too slow" : "write failed: " + ec.message();
                 break;
             }
             streaming = true;
             last_write = Clock::now();
+        }
+        if (const char* reason = abandon_reason()) {
+            ok = false;
+            failure = reason;
+            break;
         }
         if (!outbox_->empty()) {
             const std::string bytes = outbox_->take();
@@ -452,7 +469,7 @@ net::awaitable<bool> Session::serve_completion(CompletionRequest& request, unsig
             }
             if (ec) {
                 ok = false;
-                failure = "write failed: " + ec.message();
+                failure = too_slow_ ? "client too slow" : "write failed: " + ec.message();
                 break;
             }
             last_write = Clock::now();
@@ -464,7 +481,7 @@ net::awaitable<bool> Session::serve_completion(CompletionRequest& request, unsig
                     co_await net::async_write(stream_, http::make_chunk_last(), kUseTuple);
                 if (ec) {
                     ok = false;
-                    failure = "write failed: " + ec.message();
+                    failure = too_slow_ ? "client too slow" : "write failed: " + ec.message();
                 }
             }
             break;

@@ -7,6 +7,7 @@
 //   "slow"          → one token every 20 ms for up to 30 s, until cancelled
 //   "pause"         → PromptInfo, 300 ms of silence, then "ok"
 //   "tool"          → a Hermes tool call, parsed by OutputProcessor
+//   "flood"         → 16 KiB deltas as fast as possible (64 MiB in all), until cancelled
 //   "too long"      → context_length_exceeded
 // Model names: "fake-model" (id), "fake" (alias) and "" (default); anything else is a 404.
 
@@ -119,6 +120,16 @@ private:
                 "\"Paris\"}}\n</tool_call>";
         } else {
             reply = "Hello!";
+        }
+        if (prompt == "flood") {
+            for (int i = 0; i < 4096; ++i) {
+                if (cancel.cancelled()) return observed_cancel(sink);
+                Delta delta;
+                delta.content.assign(16384, 'y');
+                sink.on_delta(std::move(delta));
+            }
+            sink.on_final(Final{});
+            return;
         }
         bool stopped = false, hit_length = false;
         for (std::size_t at = 0; at < reply.size() && !stopped; at += 3) {

@@ -478,6 +478,19 @@ TEST_F(HttpServerTest, DisconnectMidStreamCancelsGeneration) {
     EXPECT_TRUE(eventually([&] { return logged("abandoned=client disconnected"); }));
 }
 
+TEST_F(HttpServerTest, SlowReaderIsDroppedNotBuffered) {
+    ServerOptions options;
+    options.max_pending_stream_bytes = 256 << 10;
+    start(options);
+    Client client(port_);
+    client.send(http::verb::post, "/v1/chat/completions", chat_body("flood", {{"stream", true}}));
+    // Read nothing: once the socket buffers are full, unread output piles up in the server
+    // until the bound, then the request is cancelled.
+    EXPECT_TRUE(service_.wait_cancelled(1, 10s));
+    EXPECT_TRUE(eventually([&] { return logged("abandoned=client too slow"); }));
+    EXPECT_TRUE(eventually([&] { return server_->active_completions() == 0; }));
+}
+
 TEST_F(HttpServerTest, ConcurrentStreamsAreNotMixed) {
     start();
     constexpr int kClients = 6;
