@@ -55,6 +55,23 @@ Result<void> validate_perplexity_options(const PerplexityOptions& options,
     return {};
 }
 
+std::int64_t perplexity_window_count(std::int64_t n_tokens, const PerplexityOptions& options) {
+    if (n_tokens < 2 || options.ctx < 2) return 0;
+    const std::int64_t ctx = options.ctx;
+    const std::int64_t stride = options.stride == 0 ? ctx : options.stride;
+    std::int64_t n;
+    if (stride == ctx) {
+        // Disjoint windows; a trailing one-token window is dropped.
+        n = n_tokens / ctx + (n_tokens % ctx >= 2 ? 1 : 0);
+    } else {
+        // Windows start at 0, stride, ... until one reaches the end.
+        const std::int64_t last_start =
+            n_tokens <= ctx ? 0 : (n_tokens - ctx + stride - 1) / stride * stride;
+        n = last_start / stride + 1;
+    }
+    return options.max_windows > 0 ? std::min(n, options.max_windows) : n;
+}
+
 Result<PerplexityResult> compute_perplexity(Stage& stage, std::span<const std::int32_t> ids,
                                             const PerplexityOptions& options,
                                             const PerplexityProgress& progress) {

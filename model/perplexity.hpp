@@ -52,6 +52,10 @@ using PerplexityProgress = std::function<bool(const PerplexityResult&)>;
 Result<void> validate_perplexity_options(const PerplexityOptions& options,
                                          std::int64_t max_positions);
 
+// How many windows `compute_perplexity` runs over `n_tokens` tokens (options assumed valid),
+// for progress reports.
+std::int64_t perplexity_window_count(std::int64_t n_tokens, const PerplexityOptions& options);
+
 // Scores `ids` with `stage`, which must hold the whole model (head and tail). Uses sequence ids
 // of the stage's KV cache that no one else uses and releases them again.
 Result<PerplexityResult> compute_perplexity(Stage& stage, std::span<const std::int32_t> ids,

@@ -1,6 +1,8 @@
 // `brigade perplexity`: perplexity of a model over a text file, computed with the engine
 // (issue 4). The text is read whole and tokenized without special tokens; the windows and the
 // scoring follow model/perplexity.hpp, the definition model/demo/reference.json states.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -99,7 +101,20 @@ int run_perplexity(const PerplexityArgs& args) {
     auto stage = model::Stage::load(dir, {0, config->n_layers}, **backend, stage_options);
     if (!stage) return fail(stage.error().message);
 
-    auto result = model::compute_perplexity(**stage, *ids, options);
+    // A running count on a terminal, so a long file does not look hung; never in pipes or JSON.
+    model::PerplexityProgress progress;
+    if (!args.json && isatty(STDERR_FILENO) == 1) {
+        const auto total =
+            model::perplexity_window_count(static_cast<std::int64_t>(ids->size()), options);
+        progress = [total](const model::PerplexityResult& so_far) {
+            std::fprintf(stderr, "\rbrigade perplexity: window %lld/%lld, perplexity so far %.4f",
+                         static_cast<long long>(so_far.n_windows), static_cast<long long>(total),
+                         so_far.perplexity());
+            if (so_far.n_windows == total) std::fputc('\n', stderr);
+            return true;
+        };
+    }
+    auto result = model::compute_perplexity(**stage, *ids, options, progress);
     if (!result) return fail(result.error().message);
 
     const int stride = options.stride == 0 ? options.ctx : options.stride;

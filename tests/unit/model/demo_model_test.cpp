@@ -262,6 +262,34 @@ TEST_F(DemoPerplexity, StrideScoresEveryTokenOnceWithMoreContext) {
     }
 }
 
+TEST_F(DemoPerplexity, WindowCountPredictionAndCoverageOverManyShapes) {
+    const auto all = heldout_like_ids(40);
+    for (std::int64_t n : {2, 3, 5, 17, 40}) {
+        const std::span<const std::int32_t> ids(all.data(), static_cast<std::size_t>(n));
+        for (int ctx : {2, 3, 8, 16}) {
+            for (int stride : {0, 1, 3, ctx}) {
+                if (stride > ctx) continue;
+                const PerplexityOptions options{ctx, stride, 0};
+                auto r = compute_perplexity(*stage_, ids, options);
+                ASSERT_TRUE(r) << r.error().message;
+                const std::string where = "n " + std::to_string(n) + " ctx " + std::to_string(ctx) +
+                                          " stride " + std::to_string(stride);
+                EXPECT_EQ(perplexity_window_count(n, options), r->n_windows) << where;
+                if (stride == 0 || stride == ctx) {
+                    // Disjoint windows: every token run is scored except each window's first.
+                    EXPECT_EQ(r->n_scored, r->n_evaluated - r->n_windows) << where;
+                    EXPECT_GE(r->n_evaluated, n - 1) << where;
+                } else {
+                    EXPECT_EQ(r->n_scored, n - 1) << where;
+                }
+                EXPECT_TRUE(std::isfinite(r->total_nll)) << where;
+            }
+        }
+    }
+    EXPECT_EQ(perplexity_window_count(37542, {256, 0, 0}), 147);  // reference.json's count
+    EXPECT_EQ(perplexity_window_count(37542, {256, 0, 8}), 8);
+}
+
 TEST_F(DemoPerplexity, MaxWindowsAndProgressStopEarly) {
     const auto ids = heldout_like_ids(100);
     PerplexityOptions options;
