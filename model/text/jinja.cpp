@@ -9,6 +9,7 @@ namespace brigade::model::text {
 
 struct JinjaTemplate::Parsed {
     jinja::Body body;
+    std::vector<std::string> root_pending;
 };
 
 namespace {
@@ -26,6 +27,7 @@ Result<JinjaTemplate> JinjaTemplate::parse(std::string_view source) {
     try {
         auto parsed = std::make_shared<Parsed>();
         parsed->body = jinja::parse_template(source);
+        parsed->root_pending = jinja::root_pending_names(parsed->body);
         return JinjaTemplate(std::move(parsed));
     } catch (const jinja::TemplateException& e) {
         return to_error(e);
@@ -45,16 +47,19 @@ Result<std::string> JinjaTemplate::render(const nlohmann::ordered_json& context,
     config.limits.max_steps = options.max_steps;
     config.strftime_now = options.strftime_now;
     try {
-        auto scope = std::make_shared<jinja::Scope>();
+        // The render variables, and below them the template's own top-level scope.
+        auto variables = std::make_shared<jinja::Scope>();
         if (context.is_object()) {
-            scope->vars.reserve(context.size());
+            variables->vars.reserve(context.size());
             for (auto it = context.begin(); it != context.end(); ++it) {
-                scope->vars.emplace_back(it.key(), jinja::Value::from_json(it.value()));
+                variables->vars.emplace_back(it.key(), jinja::Value::from_json(it.value()));
             }
         }
+        auto top = std::make_shared<jinja::Scope>(variables);
+        top->pending = &parsed_->root_pending;
         std::string out;
         jinja::Renderer renderer(config);
-        renderer.render(parsed_->body, scope, out);
+        renderer.render(parsed_->body, top, out);
         return out;
     } catch (const jinja::TemplateException& e) {
         return to_error(e);

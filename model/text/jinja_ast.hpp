@@ -110,6 +110,9 @@ struct Stmt {
 // Marks the filters and tests of `e` as deferred: inside a conditional, jinja2 reports an
 // unknown filter only when it runs.
 void mark_soft(Expr* e);
+// Names the template assigns at top level before ever reading them there: until that
+// assignment runs, loops, macros and blocks see them as undefined (not as the context value).
+std::vector<std::string> root_pending_names(const Body& body);
 // Whether `name` is read anywhere in `body` (macros: does it use `caller`, `varargs`, `kwargs`).
 bool body_mentions(const Body& body, std::string_view name);
 

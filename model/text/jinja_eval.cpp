@@ -1,6 +1,8 @@
 // Expressions: names, literals, attribute and item access (jinja2's sandboxed getattr and
 // getitem), calls, filters, tests, boolean logic and comparisons.
 
+#include <algorithm>
+
 #include "model/text/jinja_renderer.hpp"
 
 namespace brigade::model::text::jinja {
@@ -16,7 +18,16 @@ std::string object_type(const Value& v) {
 }  // namespace
 
 Value Renderer::lookup(std::string_view name, const ScopePtr& scope) {
-    if (const Value* v = scope->find(name)) return *v;
+    for (const Scope* s = scope.get(); s; s = s->parent.get()) {
+        for (const auto& [k, v] : s->vars) {
+            if (k == name) return v;
+        }
+        // A nested scope reaching a top-level name that is assigned later: undefined (jinja2).
+        if (s->pending && s != scope.get() &&
+            std::find(s->pending->begin(), s->pending->end(), name) != s->pending->end()) {
+            return Value::undefined("'" + std::string(name) + "' is undefined");
+        }
+    }
     if (const Value* g = find_global(name)) return *g;
     return Value::undefined("'" + std::string(name) + "' is undefined");
 }

@@ -258,7 +258,9 @@ Value Renderer::call_macro(const MacroDef& def, const ScopePtr& closure, CallArg
         scope->set(def.params[i].name, args.positional[i]);
         bound[i] = true;
     }
-    for (auto& [key, value] : args.keyword) {
+    for (auto& kv : args.keyword) {
+        const std::string& key = kv.first;
+        const Value& value = kv.second;
         auto it = std::find_if(def.params.begin(), def.params.end(),
                                [&](const MacroParam& p) { return p.name == key; });
         if (it != def.params.end()) {

@@ -39,6 +39,9 @@ struct Scope : std::enable_shared_from_this<Scope> {
     ScopePtr parent;
     std::vector<std::pair<std::string, Value>> vars;
 
+    // The template's top-level scope lists its pending names (see root_pending_names).
+    const std::vector<std::string>* pending = nullptr;
+
     explicit Scope(ScopePtr p = nullptr) : parent(std::move(p)) {}
     const Value* find(std::string_view name) const;
     void set(std::string_view name, Value value);

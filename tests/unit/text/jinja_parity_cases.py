@@ -115,6 +115,17 @@ case("set", "{% set messages = messages[1:] %}{{ messages | length }}", {"messag
 case("set", "{% set d = {'a': 1} %}{% set d.a = 2 %}")
 case("set", "{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]")
 case("set", "{% set ns = namespace() %}{% set ns.x = 5 %}{{ ns.x }}")
+# jinja2's top-level symbol rules: a name first assigned unconditionally at top level is
+# undefined inside loops/macros until that assignment runs; read first, or assigned in an `if`,
+# it starts from the context.
+case("set", "[{{ x }}]{% set x = 2 %}{{ x }}", {"x": 5})
+case("set", "{% for i in [1] %}[{{ x }}]{% endfor %}{% set x = 2 %}{{ x }}", {"x": 5})
+case("set", "{% if true %}[{{ x }}]{% endif %}{% set x = 2 %}{{ x }}", {"x": 5})
+case("set", "{% macro f() %}[{{ x }}]{% endmacro %}{{ f() }}{% set x = 3 %}{{ f() }}", {"x": 5})
+case("set", "{% if false %}{% set x = 1 %}{% endif %}{% for m in [1] %}[{{ x }}]{% endfor %}", {"x": 5})
+case("set", "{{ x }}{% for m in [1] %}[{{ x }}]{% endfor %}{% set x = 2 %}", {"x": 5})
+case("set", "{% for m in [1] %}{% filter upper %}[{{ x }}]{% endfilter %}{% endfor %}{% set x = 'a' %}", {"x": "b"})
+case("set", "{% set x = x + 1 %}{% for m in [1] %}[{{ x }}]{% endfor %}", {"x": 5})
 # --- macros, call
 case("macro", "{% macro m(a, b='B', c=none) %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{{ m(1) }} {{ m(1, 2) }} {{ m(1, c=3) }} {{ m(a=4, b=5) }}")
 case("macro", "{% macro m(a) %}[{{ a }}]{% endmacro %}{{ m() }}")

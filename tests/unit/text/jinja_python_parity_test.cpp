@@ -578,6 +578,70 @@ constexpr const char* kCases = R"JSON(
   "rendered": "5"
  },
  {
+  "group": "set",
+  "template": "[{{ x }}]{% set x = 2 %}{{ x }}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[5]2"
+ },
+ {
+  "group": "set",
+  "template": "{% for i in [1] %}[{{ x }}]{% endfor %}{% set x = 2 %}{{ x }}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[]2"
+ },
+ {
+  "group": "set",
+  "template": "{% if true %}[{{ x }}]{% endif %}{% set x = 2 %}{{ x }}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[5]2"
+ },
+ {
+  "group": "set",
+  "template": "{% macro f() %}[{{ x }}]{% endmacro %}{{ f() }}{% set x = 3 %}{{ f() }}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[][3]"
+ },
+ {
+  "group": "set",
+  "template": "{% if false %}{% set x = 1 %}{% endif %}{% for m in [1] %}[{{ x }}]{% endfor %}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[5]"
+ },
+ {
+  "group": "set",
+  "template": "{{ x }}{% for m in [1] %}[{{ x }}]{% endfor %}{% set x = 2 %}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "5[5]"
+ },
+ {
+  "group": "set",
+  "template": "{% for m in [1] %}{% filter upper %}[{{ x }}]{% endfilter %}{% endfor %}{% set x = 'a' %}",
+  "context": {
+   "x": "b"
+  },
+  "rendered": "[]"
+ },
+ {
+  "group": "set",
+  "template": "{% set x = x + 1 %}{% for m in [1] %}[{{ x }}]{% endfor %}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[6]"
+ },
+ {
   "group": "macro",
   "template": "{% macro m(a, b='B', c=none) %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{{ m(1) }} {{ m(1, 2) }} {{ m(1, c=3) }} {{ m(a=4, b=5) }}",
   "context": {},
