@@ -91,7 +91,6 @@ Result<PerplexityResult> compute_perplexity(Stage& stage, std::span<const std::i
     const std::int64_t stride = options.stride == 0 ? ctx : options.stride;
 
     PerplexityResult result;
-    std::vector<float> row_nll;
     // `scored_until`: every token before this index has been scored by an earlier window (or is
     // token 0, which nothing can score).
     std::int64_t scored_until = 1;
