@@ -306,6 +306,35 @@ int main(int argc, char** argv) {
         }
     }
 
+    // Batched decode: several sequences share one pass over the weights. While the ratio to
+    // bandwidth stays high, aggregate tokens/s grows linearly with the batch.
+    for (const auto& f : formats) {
+        for (std::int64_t n : {std::int64_t{4}, std::int64_t{8}, std::int64_t{16}}) {
+            const Shape s{"llama1b", "gate/up 8192x2048", 8192, 2048};
+            const std::string name =
+                "decode x" + std::to_string(n) + " " + s.model + " " + s.what + " " + f.name;
+            if (!wanted(opt, name)) continue;
+            std::vector<OwnedMatrix> copies;
+            copies.push_back(make_matrix(f, s.rows, s.cols, rng));
+            const double bytes = static_cast<double>(copies[0].view.total_bytes());
+            const int n_copies =
+                static_cast<int>(std::clamp(std::ceil(min_bytes / bytes), 1.0, 64.0));
+            while (static_cast<int>(copies.size()) < n_copies) {
+                copies.push_back(make_matrix(f, s.rows, s.cols, rng));
+            }
+            const auto x = random_activations(static_cast<std::size_t>(n * s.cols), rng);
+            std::vector<float> y(static_cast<std::size_t>(n * s.rows));
+            for (auto& c : copies) backend.matmul(c.view, x.data(), n, y.data());
+            double best = 1e30;
+            for (int r = 0; r < (opt.quick ? 3 : 6); ++r) {
+                const auto t0 = Clock::now();
+                for (auto& c : copies) backend.matmul(c.view, x.data(), n, y.data());
+                best = std::min(best, seconds_since(t0) / static_cast<double>(copies.size()));
+            }
+            report({name, bytes / best / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+        }
+    }
+
     // Prefill: n = 512 tokens; the bound is OpenBLAS sgemm on f32 weights of the same shape
     // with all threads.
     const std::int64_t n_prefill = 512;

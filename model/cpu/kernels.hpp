@@ -28,9 +28,10 @@ struct Int16Activations {
     const float* step = nullptr;
     const float* sum = nullptr;
 };
-// Quantizes x[n, w.cols] for `gemv_rows_int16` with w's bits and group size.
-void quantize_activations_int16(const WeightMatrix& w, const float* x, std::int64_t n,
-                                std::int16_t* xq, float* step, float* sum);
+// Quantizes groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group
+// i % n_groups) for `gemv_rows_int16` with w's bits and group size.
+void quantize_activations_int16(const WeightMatrix& w, const float* x, std::int64_t begin,
+                                std::int64_t end, std::int16_t* xq, float* step, float* sum);
 // As `gemv_rows` for a quantized w, from int16 activations (max error in matmul_int16.cpp).
 void gemv_rows_int16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,

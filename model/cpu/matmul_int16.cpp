@@ -35,14 +35,28 @@ namespace brigade::model::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// At most 16 int16 lanes so that a chunk of 2 * lanes 4-bit elements never exceeds a
-// 32-element block (groups may be 32 wide).
-using D16 = hn::CappedTag<std::int16_t, 16>;
-using D32 = hn::Repartition<std::int32_t, D16>;
-using DF32 = hn::Repartition<float, D16>;
+// Two vector shapes: the full width where it fits the format, else at most 16 int16 lanes.
+// A 4-bit chunk of 2 * lanes elements must lie inside one group (groups may be 32 wide), and
+// staged formats come in 32-element blocks, so the full width (32 lanes on AVX-512) is used
+// only when both hold; AVX2/NEON have 16/8 lanes and always use their full width.
+using D16Narrow = hn::CappedTag<std::int16_t, 16>;
+using D16Wide = hn::CappedTag<std::int16_t, 32>;
 
-// Where block-local element e (0..31) of a 4-bit row sits in the activation layout: a chunk
-// of 2*n16 elements comes from n16 bytes; their low nibbles (even elements) are multiplied
+HWY_INLINE bool use_wide(const WeightMatrix& w) {
+    const auto n = static_cast<std::int64_t>(hn::Lanes(D16Wide()));
+    if (n <= 16) return false;
+    return w.bits == 4 ? w.group_size % (2 * n) == 0 : 32 % n == 0;
+}
+
+// Elements per step of the kernel: one staged block, or the nibbles of one vector of bytes.
+template <class D16>
+HWY_INLINE std::int64_t block_elems(int bits) {
+    const auto n = static_cast<std::int64_t>(hn::Lanes(D16()));
+    return bits == 4 ? std::max<std::int64_t>(32, 2 * n) : 32;
+}
+
+// Where block-local element e (0..block_elems-1) of a 4-bit row sits in the activation layout: a
+// chunk of 2*n16 elements comes from n16 bytes; their low nibbles (even elements) are multiplied
 // with the first n16 slots and the high nibbles (odd elements) with the next n16.
 HWY_INLINE std::int64_t nibble_slot(std::int64_t e, std::int64_t n16) {
     const std::int64_t chunk = e / (2 * n16);
@@ -50,38 +64,47 @@ HWY_INLINE std::int64_t nibble_slot(std::int64_t e, std::int64_t n16) {
     return chunk * 2 * n16 + (k % 2) * n16 + k / 2;
 }
 
-void QuantizeActivationsInt16(const WeightMatrix& w, const float* x, std::int64_t n,
-                              std::int16_t* xq, float* step, float* sum) {
+template <class D16>
+void quantize_activations(const WeightMatrix& w, const float* x, std::int64_t begin,
+                          std::int64_t end, std::int16_t* xq, float* step, float* sum) {
     const D16 d16;
+    const std::int64_t block = block_elems<D16>(w.bits);
     const auto n16 = static_cast<std::int64_t>(hn::Lanes(d16));
-    const std::int64_t cols = w.cols;
     const std::int64_t group = w.group_size;
-    const std::int64_t n_groups = cols / group;
-    for (std::int64_t t = 0; t < n; ++t) {
-        for (std::int64_t g = 0; g < n_groups; ++g) {
-            const float* xg = x + t * cols + g * group;
-            float max_abs = 0.0f, s = 0.0f;
-            for (std::int64_t e = 0; e < group; ++e) {
-                max_abs = std::max(max_abs, std::abs(xg[e]));
-                s += xg[e];
-            }
-            const float inv = max_abs > 0.0f ? 32767.0f / max_abs : 0.0f;
-            step[t * n_groups + g] = max_abs / 32767.0f;
-            sum[t * n_groups + g] = s;
-            std::int16_t* dst = xq + t * cols + g * group;
-            for (std::int64_t e = 0; e < group; ++e) {
-                const float v = std::clamp(std::nearbyint(xg[e] * inv), -32767.0f, 32767.0f);
-                const std::int64_t slot = w.bits == 4 ? (e & ~31) + nibble_slot(e & 31, n16) : e;
-                dst[slot] = static_cast<std::int16_t>(v);
-            }
+    for (std::int64_t i = begin; i < end; ++i) {
+        // Group g of token t; x and xq are [n, cols], so group i starts at element i * group.
+        const float* xg = x + i * group;
+        float max_abs = 0.0f, s = 0.0f;
+        for (std::int64_t e = 0; e < group; ++e) {
+            max_abs = std::max(max_abs, std::fabs(xg[e]));
+            s += xg[e];
+        }
+        const float inv = max_abs > 0.0f ? 32767.0f / max_abs : 0.0f;
+        step[i] = max_abs / 32767.0f;
+        sum[i] = s;
+        std::int16_t* dst = xq + i * group;
+        for (std::int64_t e = 0; e < group; ++e) {
+            // |xg[e] * inv| <= 32767 (up to one rounding), so the rounded value fits int16.
+            const float v = std::min(std::fabs(xg[e] * inv), 32767.0f);
+            const auto q = static_cast<std::int16_t>(static_cast<std::int32_t>(v + 0.5f));
+            const std::int64_t slot = w.bits == 4 ? e - e % block + nibble_slot(e % block, n16) : e;
+            dst[slot] = xg[e] < 0.0f ? static_cast<std::int16_t>(-q) : q;
         }
     }
 }
 
+void QuantizeActivationsInt16(const WeightMatrix& w, const float* x, std::int64_t begin,
+                              std::int64_t end, std::int16_t* xq, float* step, float* sum) {
+    if (use_wide(w)) return quantize_activations<D16Wide>(w, x, begin, end, xq, step, sum);
+    quantize_activations<D16Narrow>(w, x, begin, end, xq, step, sum);
+}
+
 // Integer accumulators (two per token, as ReorderWidenMulAccumulate may use both) and f32
 // accumulators of up to 4 tokens; named variables rather than arrays (see matmul.cpp).
-template <int T>
+template <class D16, int T>
 struct IntAcc {
+    using D32 = hn::Repartition<std::int32_t, D16>;
+    using DF32 = hn::Repartition<float, D16>;
     hn::Vec<D32> p0, q0, p1, q1, p2, q2, p3, q3;
     hn::Vec<DF32> f0, f1, f2, f3;
     float b0 = 0, b1 = 0, b2 = 0, b3 = 0;
@@ -142,7 +165,7 @@ struct IntAcc {
 };
 
 // out[t] = row r · x[t] for T tokens whose activations start at token `t0`.
-template <int T>
+template <class D16, int T>
 HWY_INLINE void dot_row_int16(const WeightMatrix& w, std::int64_t r, const Int16Activations& xa,
                               std::int64_t t0, float* out) {
     const D16 d16;
@@ -158,12 +181,13 @@ HWY_INLINE void dot_row_int16(const WeightMatrix& w, std::int64_t r, const Int16
     const float* sum = xa.sum + t0 * n_groups;
     const auto low_nibble = hn::Set(d16, 0x0F);
     HWY_ALIGN std::uint8_t staged[32];
-    IntAcc<T> acc;
+    const std::int64_t block = block_elems<D16>(bits);
+    IntAcc<D16, T> acc;
     for (std::int64_t g = 0; g < n_groups; ++g) {
-        for (std::int64_t col = g * group; col < (g + 1) * group; col += 32) {
+        for (std::int64_t col = g * group; col < (g + 1) * group; col += block) {
             if (bits == 4) {
                 const std::uint8_t* bytes = row + col / 2;
-                for (std::int64_t j = 0; j < 32; j += 2 * n16) {
+                for (std::int64_t j = 0; j < block; j += 2 * n16) {
                     const auto v = hn::PromoteTo(d16, hn::LoadU(d8, bytes + j / 2));
                     acc.mul(hn::And(v, low_nibble), xq + col + j, cols);
                     acc.mul(hn::ShiftRight<4>(v), xq + col + j + n16, cols);
@@ -182,24 +206,32 @@ HWY_INLINE void dot_row_int16(const WeightMatrix& w, std::int64_t r, const Int16
     acc.reduce(out);
 }
 
-void GemvRowsInt16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
-                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
-                   std::int64_t ldy) {
+template <class D16>
+void gemv_rows(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
+               std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
+               std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
     float out[4];
     for (std::int64_t r = row_begin; r < row_end; ++r) {
         const float b = has_bias ? load_any(bias->dtype, bias->data, r) : 0.0f;
         std::int64_t t = 0;
         for (; t + 4 <= n; t += 4) {
-            dot_row_int16<4>(w, r, xa, t, out);
+            dot_row_int16<D16, 4>(w, r, xa, t, out);
             for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[i] + b;
         }
         const std::int64_t left = n - t;
-        if (left == 3) dot_row_int16<3>(w, r, xa, t, out);
-        if (left == 2) dot_row_int16<2>(w, r, xa, t, out);
-        if (left == 1) dot_row_int16<1>(w, r, xa, t, out);
+        if (left == 3) dot_row_int16<D16, 3>(w, r, xa, t, out);
+        if (left == 2) dot_row_int16<D16, 2>(w, r, xa, t, out);
+        if (left == 1) dot_row_int16<D16, 1>(w, r, xa, t, out);
         for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + b;
     }
+}
+
+void GemvRowsInt16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
+                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
+                   std::int64_t ldy) {
+    if (use_wide(w)) return gemv_rows<D16Wide>(w, xa, n, row_begin, row_end, bias, y, ldy);
+    gemv_rows<D16Narrow>(w, xa, n, row_begin, row_end, bias, y, ldy);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -212,9 +244,9 @@ namespace brigade::model::cpu {
 HWY_EXPORT(QuantizeActivationsInt16);
 HWY_EXPORT(GemvRowsInt16);
 
-void quantize_activations_int16(const WeightMatrix& w, const float* x, std::int64_t n,
-                                std::int16_t* xq, float* step, float* sum) {
-    HWY_DYNAMIC_DISPATCH(QuantizeActivationsInt16)(w, x, n, xq, step, sum);
+void quantize_activations_int16(const WeightMatrix& w, const float* x, std::int64_t begin,
+                                std::int64_t end, std::int16_t* xq, float* step, float* sum) {
+    HWY_DYNAMIC_DISPATCH(QuantizeActivationsInt16)(w, x, begin, end, xq, step, sum);
 }
 
 void gemv_rows_int16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
