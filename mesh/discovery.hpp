@@ -2,8 +2,9 @@
 // Finding peers: authenticated LAN beacons, static seeds and gossip (PROTOCOL.md §5).
 //
 // Sans-io parts (unit-tested): the beacon codec and `PeerDirectory`, which turns beacons, seeds,
-// gossip and ticks into PeerSeen / PeerLost events. The Asio part, `MulticastBeacon`, sends and
-// receives beacons on UDP multicast (default 239.255.81.77:8178, TTL 1).
+// gossip and ticks into PeerSeen / PeerLost events. The Asio part, `MulticastBeacon`
+// (multicast_beacon.hpp), sends and receives beacons on UDP multicast (default
+// 239.255.81.77:8178, TTL 1).
 //
 // Beacon (75 bytes): "BRB1" | 24-byte random nonce | XChaCha20-Poly1305(key, nonce, ad = "BRB1",
 // {u8 version, node id (20), u16 tcp port, u64 unix time ms}). key = BLAKE2b-256 keyed with the
@@ -11,14 +12,8 @@
 // be read, forged or linked to a node. A beacon older or newer than `beacon_window` (clock skew
 // allowance) is rejected, and a nonce seen within the window is rejected as a replay.
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/udp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <functional>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
@@ -26,7 +21,6 @@
 #include "mesh/bytes.hpp"
 #include "mesh/errors.hpp"
 #include "mesh/identity.hpp"
-#include "mesh/log.hpp"
 #include "mesh/membership.hpp"
 #include "mesh/messages.hpp"
 
@@ -121,47 +115,6 @@ private:
     DiscoveryConfig config_;
     std::vector<PeerAddress> seeds_;
     std::map<NodeId, Known> peers_;
-};
-
-// UDP multicast beacons. Owned by one io_context; `run` loops until `stop`.
-class MulticastBeacon {
-public:
-    struct Config {
-        std::string group{kDefaultMulticastGroup};
-        std::uint16_t port = kDefaultMeshPort;
-        std::string interface_address = "0.0.0.0";  // which interface joins the group
-        std::chrono::milliseconds interval{2000};
-        std::chrono::milliseconds window{60000};
-        bool loopback = true;  // also deliver to nodes on this host (tests, several nodes per host)
-        LogSink log;
-    };
-    using Handler = std::function<void(const Beacon&, const std::string& source_host)>;
-
-    static Result<std::unique_ptr<MulticastBeacon>> open(const boost::asio::any_io_executor& ex,
-                                                         Config config, const MeshSecret& secret,
-                                                         NodeId self, std::uint16_t tcp_port);
-    // Sends a beacon now and every interval; calls `on_beacon` for each authentic, fresh beacon
-    // from another node. Returns when stopped.
-    boost::asio::awaitable<void> run(Handler on_beacon);
-    void stop();
-    std::uint64_t beacons_rejected() const { return rejected_; }
-
-private:
-    MulticastBeacon(const boost::asio::any_io_executor& ex, Config config, const MeshSecret& secret,
-                    NodeId self, std::uint16_t tcp_port);
-    boost::asio::awaitable<void> send_loop();
-    boost::asio::awaitable<void> run_impl(std::unique_ptr<Handler> on_beacon);
-
-    Config config_;
-    BeaconKey key_;
-    NodeId self_;
-    std::uint16_t tcp_port_;
-    boost::asio::ip::udp::socket socket_;
-    boost::asio::ip::udp::endpoint group_endpoint_;
-    boost::asio::steady_timer timer_;
-    BeaconReplayGuard replay_;
-    bool stopped_ = false;
-    std::uint64_t rejected_ = 0;
 };
 
 }  // namespace brigade::mesh

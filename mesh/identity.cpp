@@ -468,6 +468,8 @@ Result<InviteToken> decode_invite_token(std::string_view text) {
     }
     text.remove_prefix(kInviteTokenPrefix.size());
     if (text.size() > 8192) return make_error(errc::bad_token, "invite token is too long");
+    if (text.empty())
+        return make_error(errc::bad_token, "invite token is truncated (copy it whole)");
     Bytes body(text.size());
     std::size_t n = 0;
     if (sodium_base642bin(body.data(), body.size(), text.data(), text.size(), nullptr, &n, nullptr,

@@ -1,7 +1,7 @@
 // UDP multicast beacons on loopback: nodes of one mesh find each other, another mesh's beacons
 // are ignored. Skips (saying why) where the sandbox has no multicast route.
 
-#include "mesh/discovery.hpp"
+#include "mesh/multicast_beacon.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

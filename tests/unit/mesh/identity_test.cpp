@@ -164,6 +164,7 @@ TEST(InviteToken, BadTokensGiveClearErrors) {
         EXPECT_FALSE(decode_invite_token(t)) << "position " << i;
     }
     expect_error("", "starts with");
+    expect_error("brigade1-", "truncated");  // found by the fuzzer: empty body
 }
 
 }  // namespace
