@@ -18,6 +18,8 @@ enum Slot : int {
     kUp,            // [T, intermediate]
     kTailRows,      // rows that need logits [R, hidden]
     kLogits,        // [R, vocab]
+    kKeys,          // new keys of a multi-sequence batch [T, kv_dim]
+    kValues,        // new values of a multi-sequence batch [T, kv_dim]
     kNumSlots,
 };
 
@@ -208,6 +210,10 @@ Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& bat
     scratch(kProjected, T * static_cast<std::size_t>(hidden));
     scratch(kGate, T * static_cast<std::size_t>(config_.intermediate_size));
     scratch(kUp, T * static_cast<std::size_t>(config_.intermediate_size));
+    if (batch.size() > 1) {
+        scratch(kKeys, T * static_cast<std::size_t>(config_.kv_dim()));
+        scratch(kValues, T * static_cast<std::size_t>(config_.kv_dim()));
+    }
 
     if (is_head()) {
         std::vector<std::int32_t> ids;
@@ -288,24 +294,44 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
     if (c.qk_norm) backend_.rms_norm(q, w.q_norm, n_rows * c.n_heads, c.head_dim, eps, q);
     backend_.rope(q, n_rows, c.n_heads, c.head_dim, positions_.data(), rope_.inv_freq,
                   rope_.attention_scaling);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-        const auto& e = batch[i];
-        // K and V of the new tokens go straight into the cache rows pos0 .. pos0 + n - 1.
-        // One projection per sequence keeps the cache contiguous per sequence.
-        float* keys = kv_->keys(e.seq_id, local);
-        float* values = kv_->values(e.seq_id, local);
-        float* k_new = keys + static_cast<std::int64_t>(e.pos0) * kv_dim;
-        float* v_new = values + static_cast<std::int64_t>(e.pos0) * kv_dim;
-        const float* xs = xn + row0[i] * hidden;
-        backend_.matmul(w.wk, xs, e.n_tokens, k_new, bias_or_null(w.bk));
-        backend_.matmul(w.wv, xs, e.n_tokens, v_new, bias_or_null(w.bv));
+    if (batch.size() > 1) {
+        // Several sequences: project K and V of all rows at once (each weight read once per
+        // step, which is what makes batched decode cheap), then copy each sequence's rows
+        // into its cache.
+        float* k_all = scratch_[kKeys].f32();
+        float* v_all = scratch_[kValues].f32();
+        backend_.matmul(w.wk, xn, n_rows, k_all, bias_or_null(w.bk));
+        backend_.matmul(w.wv, xn, n_rows, v_all, bias_or_null(w.bv));
+        if (c.qk_norm) {
+            backend_.rms_norm(k_all, w.k_norm, n_rows * c.n_kv_heads, c.head_dim, eps, k_all);
+        }
+        backend_.rope(k_all, n_rows, c.n_kv_heads, c.head_dim, positions_.data(), rope_.inv_freq,
+                      rope_.attention_scaling);
+        const std::size_t kv_row_bytes = static_cast<std::size_t>(kv_dim) * sizeof(float);
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            const auto& e = batch[i];
+            const std::size_t offset = static_cast<std::size_t>(row0[i]) * kv_row_bytes;
+            kv_->write_rows(e.seq_id, local, 0, e.pos0, e.n_tokens, scratch_[kKeys], offset);
+            kv_->write_rows(e.seq_id, local, 1, e.pos0, e.n_tokens, scratch_[kValues], offset);
+        }
+    } else {
+        // One sequence: K and V go straight into its cache rows pos0 .. pos0 + n - 1.
+        const auto& e = batch[0];
+        float* k_new = kv_->keys(e.seq_id, local) + static_cast<std::int64_t>(e.pos0) * kv_dim;
+        float* v_new = kv_->values(e.seq_id, local) + static_cast<std::int64_t>(e.pos0) * kv_dim;
+        backend_.matmul(w.wk, xn, e.n_tokens, k_new, bias_or_null(w.bk));
+        backend_.matmul(w.wv, xn, e.n_tokens, v_new, bias_or_null(w.bv));
         if (c.qk_norm) {
             backend_.rms_norm(k_new, w.k_norm, static_cast<std::int64_t>(e.n_tokens) * c.n_kv_heads,
                               c.head_dim, eps, k_new);
         }
-        backend_.rope(k_new, e.n_tokens, c.n_kv_heads, c.head_dim, positions_.data() + row0[i],
+        backend_.rope(k_new, e.n_tokens, c.n_kv_heads, c.head_dim, positions_.data(),
                       rope_.inv_freq, rope_.attention_scaling);
-
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const auto& e = batch[i];
+        float* keys = kv_->keys(e.seq_id, local);
+        float* values = kv_->values(e.seq_id, local);
         AttentionArgs a;
         a.q = q + row0[i] * q_dim;
         a.k = keys;

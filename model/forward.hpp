@@ -10,6 +10,10 @@
 // norm and the lm_head to the rows that need logits.
 //
 // All arithmetic goes through `Backend`; this file only sequences ops.
+//
+// A `Stage` is not thread-safe: one caller drives `run_layers` and the KV cache at a time (the
+// node's compute thread). Sequences are identified by caller-chosen ids; the caller releases
+// them (`kv_cache().release`) when a request ends.
 
 #include <cstdint>
 #include <filesystem>

@@ -67,6 +67,21 @@ void KvCache::copy_positions(const Sequence& from, Sequence& to, std::int64_t n)
     }
 }
 
+void KvCache::write_rows(std::uint64_t seq_id, int local_layer, int which, std::int64_t pos0,
+                         std::int64_t n, const DeviceBuffer& src, std::size_t src_offset) {
+    Sequence& s = seqs_.at(seq_id);
+    const std::size_t row_bytes = static_cast<std::size_t>(kv_dim_) * sizeof(float);
+    const std::size_t dst_off =
+        (static_cast<std::size_t>(2 * local_layer + which) * static_cast<std::size_t>(s.capacity) +
+         static_cast<std::size_t>(pos0)) *
+        row_bytes;
+    const std::size_t bytes = static_cast<std::size_t>(n) * row_bytes;
+    // Through host memory: a plain copy on CPU backends, and correct (if slow) on any other.
+    staging_.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(kv_dim_));
+    backend_.read(src, src_offset, staging_.data(), bytes);
+    backend_.write(s.buffer, dst_off, staging_.data(), bytes);
+}
+
 Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
     if (n_positions > limits_.max_positions) {
         return make_error(errc::out_of_range, "sequence " + std::to_string(seq_id) + " needs " +

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "model/backend.hpp"
 #include "model/errors.hpp"
@@ -38,6 +39,12 @@ public:
     // Base of the K or V block of a local layer: [capacity, kv_dim]. The sequence must exist.
     float* keys(std::uint64_t seq_id, int local_layer);
     float* values(std::uint64_t seq_id, int local_layer);
+
+    // Copies n rows of kv_dim floats from backend memory `src` (at byte offset `src_offset`)
+    // into positions pos0 .. pos0 + n - 1 of the K (which = 0) or V (which = 1) block of a
+    // local layer. pos0 + n must be within the reserved capacity.
+    void write_rows(std::uint64_t seq_id, int local_layer, int which, std::int64_t pos0,
+                    std::int64_t n, const DeviceBuffer& src, std::size_t src_offset);
 
     // Forgets positions n.. of a sequence (n <= length).
     Result<void> truncate(std::uint64_t seq_id, std::int64_t n);
@@ -69,6 +76,7 @@ private:
     int kv_dim_;
     KvCacheLimits limits_;
     std::map<std::uint64_t, Sequence> seqs_;
+    std::vector<float> staging_;  // host bounce buffer of write_rows
 };
 
 }  // namespace brigade::model
