@@ -47,6 +47,13 @@ std::vector<ByteSpan> Regex::find_all(std::string_view subject) const {
     while (start <= subject.size()) {
         int rc =
             pcre2_match(code_->code, data, subject.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+            // JIT stack exhausted or a similar resource limit: the interpreter (heap-based
+            // backtracking) gives the same answer, only slower.
+            rc = pcre2_match(code_->code, data, subject.size(), start,
+                             PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+        }
+        // Still failing: what is left stays one unsplit segment for the caller.
         if (rc < 0) break;
         PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         std::size_t b = ov[0], e = ov[1];
