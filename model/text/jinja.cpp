@@ -9,7 +9,7 @@ namespace brigade::model::text {
 
 struct JinjaTemplate::Parsed {
     jinja::Body body;
-    std::vector<std::string> root_pending;
+    jinja::FrameRefs root_frame;
 };
 
 namespace {
@@ -27,7 +27,7 @@ Result<JinjaTemplate> JinjaTemplate::parse(std::string_view source) {
     try {
         auto parsed = std::make_shared<Parsed>();
         parsed->body = jinja::parse_template(source);
-        parsed->root_pending = jinja::root_pending_names(parsed->body);
+        parsed->root_frame = jinja::analyze_frames(parsed->body);
         return JinjaTemplate(std::move(parsed));
     } catch (const jinja::TemplateException& e) {
         return to_error(e);
@@ -56,7 +56,7 @@ Result<std::string> JinjaTemplate::render(const nlohmann::ordered_json& context,
             }
         }
         auto top = std::make_shared<jinja::Scope>(variables);
-        top->pending = &parsed_->root_pending;
+        top->frame = &parsed_->root_frame;
         std::string out;
         jinja::Renderer renderer(config);
         renderer.render(parsed_->body, top, out);

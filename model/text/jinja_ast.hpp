@@ -2,6 +2,7 @@
 // Syntax tree of a parsed template. Plain structs: the parser builds them, the renderer walks
 // them; nothing changes them after parsing, so one tree serves concurrent renders.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,8 +62,29 @@ struct MacroParam {
     ExprPtr default_value;  // null = required
 };
 
+// jinja2's symbol table of one frame (idtracking.py): how each name the frame owns starts out.
+// Frames are the template's top level and the bodies of for, macro, call, filter, set-block and
+// with. A name read in a frame that owns no ref for it is looked up in the enclosing frame.
+enum class LoadKind : std::uint8_t {
+    resolve,    // from the render variables/globals (read before any assignment)
+    alias,      // from the enclosing frame (assigned here, owned outside too)
+    undefined,  // undefined until assigned (assigned here, unknown outside)
+    parameter,  // loop target, macro argument: always bound
+};
+
+struct FrameRefs {
+    std::vector<std::pair<std::string, LoadKind>> refs;
+    const LoadKind* find(std::string_view name) const {
+        for (const auto& [n, k] : refs) {
+            if (n == name) return &k;
+        }
+        return nullptr;
+    }
+};
+
 struct MacroDef {
     std::string name;
+    std::shared_ptr<FrameRefs> frame;
     std::vector<MacroParam> params;
     Body body;
     bool uses_caller = false;
@@ -104,15 +126,16 @@ struct Stmt {
     std::vector<IfBranch> branches;
     Body body;
     Body else_body;
-    std::shared_ptr<MacroDef> macro;  // macro / call_block caller
+    std::shared_ptr<MacroDef> macro;   // macro / call_block caller
+    std::shared_ptr<FrameRefs> frame;  // body frame of for, filter, set-block and with
 };
 
 // Marks the filters and tests of `e` as deferred: inside a conditional, jinja2 reports an
 // unknown filter only when it runs.
 void mark_soft(Expr* e);
-// Names the template assigns at top level before ever reading them there: until that
-// assignment runs, loops, macros and blocks see them as undefined (not as the context value).
-std::vector<std::string> root_pending_names(const Body& body);
+// Builds the symbol tables of the template (returned: the top-level frame) and of every nested
+// frame (stored on its statement), following jinja2's FrameSymbolVisitor.
+FrameRefs analyze_frames(Body& body);
 // Whether `name` is read anywhere in `body` (macros: does it use `caller`, `varargs`, `kwargs`).
 bool body_mentions(const Body& body, std::string_view name);
 

@@ -18,15 +18,23 @@ std::string object_type(const Value& v) {
 }  // namespace
 
 Value Renderer::lookup(std::string_view name, const ScopePtr& scope) {
+    const Scope* bottom = scope.get();
     for (const Scope* s = scope.get(); s; s = s->parent.get()) {
+        bottom = s;
         for (const auto& [k, v] : s->vars) {
             if (k == name) return v;
         }
-        // A nested scope reaching a top-level name that is assigned later: undefined (jinja2).
-        if (s->pending && s != scope.get() &&
-            std::find(s->pending->begin(), s->pending->end(), name) != s->pending->end()) {
+        const LoadKind* kind = s->frame ? s->frame->find(name) : nullptr;
+        if (!kind || *kind == LoadKind::alias || *kind == LoadKind::parameter) continue;
+        if (*kind == LoadKind::undefined) {
             return Value::undefined("'" + std::string(name) + "' is undefined");
         }
+        // resolve: the render variables (the outermost scope), then the globals.
+        while (bottom->parent) bottom = bottom->parent.get();
+        for (const auto& [k, v] : bottom->vars) {
+            if (k == name) return v;
+        }
+        break;
     }
     if (const Value* g = find_global(name)) return *g;
     return Value::undefined("'" + std::string(name) + "' is undefined");

@@ -117,7 +117,9 @@ Renderer::Flow Renderer::exec_stmt(const Stmt& s, const ScopePtr& scope, std::st
                 assign(s.target, eval(*s.expr, scope), scope);
                 return Flow::normal;
             case StmtKind::set_block: {
-                Value content(capture(s.body, std::make_shared<Scope>(scope)));
+                auto inner = std::make_shared<Scope>(scope);
+                inner->frame = s.frame.get();
+                Value content(capture(s.body, inner));
                 if (s.expr) content = apply_chain(*this, *s.expr, std::move(content), scope);
                 assign(s.target, content, scope);
                 return Flow::normal;
@@ -137,13 +139,16 @@ Renderer::Flow Renderer::exec_stmt(const Stmt& s, const ScopePtr& scope, std::st
                 return Flow::normal;
             }
             case StmtKind::filter_block: {
-                Value content(capture(s.body, std::make_shared<Scope>(scope)));
+                auto inner = std::make_shared<Scope>(scope);
+                inner->frame = s.frame.get();
+                Value content(capture(s.body, inner));
                 append_str(out, apply_chain(*this, *s.expr, std::move(content), scope));
                 check_output_size(out.size());
                 return Flow::normal;
             }
             case StmtKind::with: {
                 auto inner = std::make_shared<Scope>(scope);
+                inner->frame = s.frame.get();
                 for (std::size_t i = 0; i < s.with_targets.size(); ++i) {
                     assign(s.with_targets[i], eval(*s.with_values[i], scope), inner);
                 }
@@ -189,6 +194,7 @@ void Renderer::exec_for(const Stmt& s, const Value& iterable, const ScopePtr& sc
     for (std::size_t i = 0; i < shared->size(); ++i) {
         tick();
         auto iter_scope = std::make_shared<Scope>(scope);
+        iter_scope->frame = s.frame.get();
         assign(s.target, (*shared)[i], iter_scope);
         iter_scope->set("loop", Value::object(make_loop_object(&s, scope.get(), shared, i, depth,
                                                                last_changed)));
@@ -246,6 +252,7 @@ Value Renderer::call_macro(const MacroDef& def, const ScopePtr& closure, CallArg
               "maximum recursion depth exceeded calling macro '" + def.name + "'");
     }
     auto scope = std::make_shared<Scope>(closure);
+    scope->frame = def.frame.get();
     const std::size_t n_params = def.params.size();
     if (args.positional.size() > n_params && !def.uses_varargs) {
         type_error("macro '" + def.name + "' takes not more than " + std::to_string(n_params) +

@@ -39,8 +39,8 @@ struct Scope : std::enable_shared_from_this<Scope> {
     ScopePtr parent;
     std::vector<std::pair<std::string, Value>> vars;
 
-    // The template's top-level scope lists its pending names (see root_pending_names).
-    const std::vector<std::string>* pending = nullptr;
+    // The jinja2 frame this scope runs (null: a scope of our own that owns no names).
+    const FrameRefs* frame = nullptr;
 
     explicit Scope(ScopePtr p = nullptr) : parent(std::move(p)) {}
     const Value* find(std::string_view name) const;
