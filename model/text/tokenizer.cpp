@@ -45,7 +45,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
     PieceCache cache;
     std::vector<TextSegment> raw_segments, normalized_segments;
     std::vector<Piece> pieces;
-    st.added.split(text, /*want_normalized=*/false, /*split_special=*/false, raw_segments);
+    st.added.split(text, /*want_normalized=*/false, st.split_special_tokens, raw_segments);
     for (const auto& seg : raw_segments) {
         if (seg.id >= 0) {
             ids.push_back(seg.id);
@@ -54,7 +54,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
         std::string_view part = text.substr(seg.begin, seg.end - seg.begin);
         std::string normalized = st.normalizer ? st.normalizer->apply(part) : std::string(part);
         normalized_segments.clear();
-        st.added.split(normalized, /*want_normalized=*/true, /*split_special=*/false,
+        st.added.split(normalized, /*want_normalized=*/true, st.split_special_tokens,
                        normalized_segments);
         for (const auto& ns : normalized_segments) {
             if (ns.id >= 0) {

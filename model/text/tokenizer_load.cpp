@@ -264,6 +264,7 @@ std::optional<int32_t> lookup(const Tokenizer& tok, const std::optional<std::str
 void resolve_special_tokens(TokenizerState& state, const Tokenizer& tok, const json& config,
                             const json& generation, const json& model_config) {
     SpecialTokens& sp = state.special;
+    state.split_special_tokens = json_bool(config, "split_special_tokens", false);
     auto first_id = [&](const char* key) -> std::optional<int32_t> {
         for (const json* j : {&generation, &model_config}) {
             auto ids = token_ids(*j, key);

@@ -22,6 +22,8 @@ struct TokenizerState {
     std::optional<PostProcessor> post_processor;
     std::optional<Decoder> decoder;
     SpecialTokens special;
+    // tokenizer_config.json `split_special_tokens`: special tokens in the input are plain text.
+    bool split_special_tokens = false;
     int32_t vocab_size = 0;
 };
 

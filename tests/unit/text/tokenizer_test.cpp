@@ -120,6 +120,12 @@ TEST(AddedTokens, SpecialFlagControlsDecodeSkipping) {
     EXPECT_EQ(t.decode(Ids{0, 99999, -5, 1}, false), "ab");  // unknown ids are skipped
 }
 
+TEST(AddedTokens, SplitSpecialTokensConfigTreatsThemAsText) {
+    json j = tiny_tokenizer({added(140, "<s>", /*special=*/true), added(141, "<t>")});
+    auto t = load(j, R"({"split_special_tokens": true})");
+    EXPECT_EQ(encode(t, "<s><t>"), cat({chars("<s>"), {141}}));  // only special ones
+}
+
 TEST(Bpe, MergeRanksAndLeftmostTies) {
     json extra = {{"ab", 200}, {"bc", 201}, {"aa", 202}};
     auto bc_first = load(tiny_tokenizer(json::array(), {"b c", "a b", "a a"}, extra));
