@@ -126,6 +126,10 @@ case("set", "{% if false %}{% set x = 1 %}{% endif %}{% for m in [1] %}[{{ x }}]
 case("set", "{{ x }}{% for m in [1] %}[{{ x }}]{% endfor %}{% set x = 2 %}", {"x": 5})
 case("set", "{% for m in [1] %}{% filter upper %}[{{ x }}]{% endfilter %}{% endfor %}{% set x = 'a' %}", {"x": "b"})
 case("set", "{% set x = x + 1 %}{% for m in [1] %}[{{ x }}]{% endfor %}", {"x": 5})
+case("set", "{% for i in [1] %}{% for j in [1, 2] %}{% filter upper %}[{{ x ~ y }}]{% endfilter %}{% set x = 'z' %}{% endfor %}{% endfor %}", {"x": "a", "y": "b"})
+case("set", "{% for i in [1] %}[{{ x }}]{% set x = 2 %}{% endfor %}", {"x": 5})
+case("set", "{% for i in [1] %}[{{ x }}]{% set x = 2 %}{% endfor %}{{ x }}", {"x": 5})
+case("set", "{% if c %}{% set x = 1 %}{% else %}{% set x = 2 %}{% endif %}{% for i in [1] %}[{{ x }}]{% endfor %}", {"x": 5, "c": False})
 # --- macros, call
 case("macro", "{% macro m(a, b='B', c=none) %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{{ m(1) }} {{ m(1, 2) }} {{ m(1, c=3) }} {{ m(a=4, b=5) }}")
 case("macro", "{% macro m(a) %}[{{ a }}]{% endmacro %}{{ m() }}")

@@ -642,6 +642,40 @@ constexpr const char* kCases = R"JSON(
   "rendered": "[6]"
  },
  {
+  "group": "set",
+  "template": "{% for i in [1] %}{% for j in [1, 2] %}{% filter upper %}[{{ x ~ y }}]{% endfilter %}{% set x = 'z' %}{% endfor %}{% endfor %}",
+  "context": {
+   "x": "a",
+   "y": "b"
+  },
+  "rendered": "[B][B]"
+ },
+ {
+  "group": "set",
+  "template": "{% for i in [1] %}[{{ x }}]{% set x = 2 %}{% endfor %}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[5]"
+ },
+ {
+  "group": "set",
+  "template": "{% for i in [1] %}[{{ x }}]{% set x = 2 %}{% endfor %}{{ x }}",
+  "context": {
+   "x": 5
+  },
+  "rendered": "[5]5"
+ },
+ {
+  "group": "set",
+  "template": "{% if c %}{% set x = 1 %}{% else %}{% set x = 2 %}{% endif %}{% for i in [1] %}[{{ x }}]{% endfor %}",
+  "context": {
+   "x": 5,
+   "c": false
+  },
+  "rendered": "[2]"
+ },
+ {
   "group": "macro",
   "template": "{% macro m(a, b='B', c=none) %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{{ m(1) }} {{ m(1, 2) }} {{ m(1, c=3) }} {{ m(a=4, b=5) }}",
   "context": {},
