@@ -124,6 +124,10 @@ public:
 
 struct BackendOptions {
     int n_threads = 0;  // 0 = all hardware threads
+    // kCpu: decode matmuls on MLX-quantized weights round activations to int16 per group and
+    // use integer dot products (relative error ~1e-5, model/cpu/matmul_int16.cpp); false keeps
+    // every matmul in f32 like the reference.
+    bool cpu_int16_activations = true;
 };
 
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options = {});

@@ -11,8 +11,11 @@ Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOpt
     switch (kind) {
         case BackendKind::kReference:
             return cpu::make_reference_backend();
-        case BackendKind::kCpu:
-            return cpu::make_cpu_backend(options);
+        case BackendKind::kCpu: {
+            cpu::CpuTuning tuning;
+            tuning.int16_activations = options.cpu_int16_activations;
+            return cpu::make_cpu_backend(options, tuning);
+        }
         case BackendKind::kCuda:
             break;
     }

@@ -140,6 +140,20 @@ TEST(CpuMatmul, DecodeKernelsInt16ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
+TEST(CpuMatmul, BackendOptionsCanTurnInt16ActivationsOff) {
+    auto ref = reference();
+    BackendOptions options;
+    options.n_threads = 2;
+    options.cpu_int16_activations = false;
+    auto cpu = make_backend(BackendKind::kCpu, options).value();
+    auto w = test::make_quant_weight(4, 64, DType::kBF16, 33, 256, 8, 1);
+    const auto x = test::random_floats(256, 3);
+    std::vector<float> y(33), expect(33);
+    cpu->matmul(w.view, x.data(), 1, y.data());
+    ref->matmul(w.view, x.data(), 1, expect.data());
+    expect_close_matmul(w, x, 1, y, expect, "f32 via BackendOptions", false);
+}
+
 TEST(CpuMatmul, Int16ActivationsHandleZeroAndExtremeGroups) {
     auto ref = reference();
     CpuBackend cpu(BackendOptions{2}, CpuTuning{});
