@@ -27,5 +27,6 @@ if ((${#missing[@]})); then
 fi
 
 [[ "${1:-}" == "--no-build" ]] && exit 0
+export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
