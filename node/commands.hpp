@@ -33,5 +33,7 @@ void add_run_command(CLI::App& app, CommandSet& commands);
 void add_tokenize_command(CLI::App& app, CommandSet& commands);
 void add_template_command(CLI::App& app, CommandSet& commands);
 void add_perplexity_command(CLI::App& app, CommandSet& commands);
+void add_serve_command(CLI::App& app, CommandSet& commands);
+void add_chat_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace brigade::node

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     brigade::node::add_tokenize_command(app, commands);
     brigade::node::add_template_command(app, commands);
     brigade::node::add_perplexity_command(app, commands);
+    brigade::node::add_serve_command(app, commands);
+    brigade::node::add_chat_command(app, commands);
 
     CLI11_PARSE(app, argc, argv);
     try {

@@ -1,0 +1,139 @@
+#include "node/model_loading.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "model/model_config.hpp"
+#include "node/model_ref.hpp"
+
+namespace brigade::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Reads the weight files once, front to back, so the page cache holds them before the stage
+// maps them: this is where the time goes on a cold start, and it is the part whose progress we
+// can measure in bytes. Draws a bar on a terminal; logs start and end otherwise.
+void read_weights_with_progress(const fs::path& dir, spdlog::logger& logger) {
+    std::vector<fs::path> files;
+    std::uintmax_t total = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        if (entry.path().extension() == ".safetensors" && entry.is_regular_file(ec)) {
+            files.push_back(entry.path());
+            total += entry.file_size(ec);
+        }
+    }
+    std::sort(files.begin(), files.end());
+    const bool tty = isatty(STDERR_FILENO) == 1;
+    logger.info("reading {} weight file(s), {:.1f} MiB", files.size(),
+                static_cast<double>(total) / (1 << 20));
+    std::vector<char> buffer(std::size_t{8} << 20);
+    std::uintmax_t done = 0;
+    int last_percent = -1;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& f : files) {
+        std::ifstream in(f, std::ios::binary);
+        while (in) {
+            in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+            done += static_cast<std::uintmax_t>(in.gcount());
+            const int percent = total > 0 ? static_cast<int>(done * 100 / total) : 100;
+            if (tty && percent != last_percent) {
+                last_percent = percent;
+                const int width = 40;
+                const int filled = percent * width / 100;
+                const double s =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%  %.0f/%.0f MiB  %.1fs", filled,
+                             "########################################", width - filled, "",
+                             percent, static_cast<double>(done) / (1 << 20),
+                             static_cast<double>(total) / (1 << 20), s);
+                std::fflush(stderr);
+            }
+        }
+    }
+    if (tty) std::fputs("\n", stderr);
+}
+
+}  // namespace
+
+model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
+                                           spdlog::logger& logger) {
+    auto resolved = resolve_model_for_command(options.model_ref, "serve");
+    if (!resolved) return resolved.error();
+    const fs::path dir = resolved->dir;
+    auto config = model::load_model_config(dir);
+    if (!config) return config.error();
+    auto tokenizer = model::text::Tokenizer::load_from_dir(dir);
+    if (!tokenizer) {
+        return model::make_error(model::errc::invalid_argument,
+                                 "serving needs a tokenizer: " + tokenizer.error().message);
+    }
+
+    model::BackendKind kind;
+    if (options.backend == "cpu") {
+        kind = model::BackendKind::kCpu;
+    } else if (options.backend == "reference") {
+        kind = model::BackendKind::kReference;
+    } else {
+        return model::make_error(
+            model::errc::invalid_argument,
+            "--backend must be cpu or reference, not \"" + options.backend + "\"");
+    }
+    model::BackendOptions backend_options;
+    backend_options.n_threads = options.n_threads;
+    auto backend = model::make_backend(kind, backend_options);
+    if (!backend) return backend.error();
+
+    ServeModel m(std::move(*tokenizer));
+    m.backend = std::move(*backend);
+    read_weights_with_progress(dir, logger);
+    model::StageOptions stage_options;
+    stage_options.max_context = options.context;
+    auto stage = model::Stage::load(dir, {0, config->n_layers}, *m.backend, stage_options);
+    if (!stage) return stage.error();
+    m.stage = std::move(*stage);
+    m.context = m.stage->kv_cache().limits().max_positions;
+    m.vocab_size = config->vocab_size;
+
+    auto tpl = model::text::ChatTemplate::load_from_dir(dir);
+    if (tpl) {
+        m.chat_template = std::move(*tpl);
+    } else {
+        logger.warn("no chat template ({}); only /v1/completions will work", tpl.error().message);
+    }
+    for (int id : config->eos_token_ids) m.stop_ids.push_back(id);
+    for (auto id : m.tokenizer.special().stop_ids) m.stop_ids.push_back(id);
+    std::sort(m.stop_ids.begin(), m.stop_ids.end());
+    m.stop_ids.erase(std::unique(m.stop_ids.begin(), m.stop_ids.end()), m.stop_ids.end());
+
+    // Names: the directory's name is the id; the path, what the user typed and --alias also
+    // answer (api::find_model).
+    std::error_code canonical_error;
+    fs::path canonical = fs::weakly_canonical(dir, canonical_error);
+    if (canonical_error) canonical = dir;
+    m.info.id = canonical.filename().string();
+    if (m.info.id.empty()) m.info.id = "model";
+    auto add_alias = [&](const std::string& a) {
+        if (!a.empty() && a != m.info.id &&
+            std::find(m.info.aliases.begin(), m.info.aliases.end(), a) == m.info.aliases.end()) {
+            m.info.aliases.push_back(a);
+        }
+    };
+    add_alias(canonical.string());
+    add_alias(dir.string());
+    add_alias(options.model_ref);
+    for (const auto& a : options.aliases) add_alias(a);
+    m.info.context_length = m.context;
+    m.info.created = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    return m;
+}
+
+}  // namespace brigade::node
