@@ -10,6 +10,18 @@ std::optional<nlohmann::json> ToolCall::arguments_object() const {
     return parsed;
 }
 
+const ModelInfo* find_model(const std::vector<ModelInfo>& models, std::string_view name) {
+    if (models.empty()) return nullptr;
+    if (name.empty() || name == "default_model") return &models.front();
+    for (const auto& model : models) {
+        if (model.id == name) return &model;
+        for (const auto& alias : model.aliases) {
+            if (alias == name) return &model;
+        }
+    }
+    return nullptr;
+}
+
 void Cancellation::cancel() {
     std::vector<std::function<void()>> to_run;
     {

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace brigade::api {
@@ -260,6 +261,11 @@ struct Health {
     HealthState state = HealthState::ok;
     std::string detail;  // e.g. "loading layers 0-15", "re-planning"
 };
+
+// The model a client's `model` names, for services: an exact id or alias (the node lists the
+// directory path and `--alias` names as aliases), or "" / "default_model" for the first model.
+// nullptr means 404 `model_not_found`.
+const ModelInfo* find_model(const std::vector<ModelInfo>& models, std::string_view name);
 
 class CompletionService {
 public:
