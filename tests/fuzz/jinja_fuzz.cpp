@@ -3,8 +3,11 @@
 //
 // Build (clang): cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DBRIGADE_FUZZ=ON
 //                cmake --build build-fuzz --target jinja_fuzz
-// Run:           build-fuzz/tests/jinja_fuzz -max_total_time=60 -max_len=4096 \
+// Run:           build-fuzz/tests/jinja_fuzz -max_total_time=60 -max_len=8192 CORPUS_DIR \
 //                    ../shared/data/chat-templates/llama.cpp   (real templates as seeds)
+// Note: tests/CMakeLists.txt instruments only this file; for coverage feedback inside the
+// interpreter configure with -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined
+// (otherwise libFuzzer mutates blind and ASan does not see the library's memory accesses).
 
 #include <cstddef>
 #include <cstdint>
