@@ -110,4 +110,10 @@ bool Tokenizer::is_special(int32_t id) const {
 
 const SpecialTokens& Tokenizer::special() const { return state_->special; }
 
+bool Tokenizer::is_byte_fallback_token(int32_t id) const {
+    if (!state_->decoder_has_byte_fallback || state_->added.by_id(id) != nullptr) return false;
+    const std::string* t = state_->model.id_to_token(id);
+    return t != nullptr && t->size() == 6 && t->compare(0, 3, "<0x") == 0 && (*t)[5] == '>';
+}
+
 }  // namespace brigade::model::text

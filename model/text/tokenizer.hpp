@@ -54,6 +54,9 @@ public:
     std::string id_to_token(int32_t id) const;  // raw vocab string; "" for an unknown id
     bool is_special(int32_t id) const;
     const SpecialTokens& special() const;
+    // Whether `id` is a `<0xXX>` token that the decoder joins with its neighbours into bytes
+    // (SentencePiece byte fallback): such runs are only final once a non-byte token follows.
+    bool is_byte_fallback_token(int32_t id) const;
 
 private:
     explicit Tokenizer(std::shared_ptr<const TokenizerState> state) : state_(std::move(state)) {}
@@ -61,9 +64,11 @@ private:
 };
 
 // Turns ids into text as they are generated. Text is released as soon as it is final: bytes of
-// an incomplete UTF-8 character (split across byte-level or `<0xXX>` tokens) wait for the rest,
-// and SentencePiece's leading-space strip applies only at the start of the stream. All pieces
-// concatenated equal `decode` of all ids.
+// an incomplete UTF-8 character (split across byte-level tokens) wait for the rest, a run of
+// `<0xXX>` byte-fallback tokens waits for its end (HF replaces every byte of a run that is not
+// valid UTF-8 as a whole, so a later byte can change earlier ones), and SentencePiece's
+// leading-space strip applies only at the start of the stream. All pieces concatenated equal
+// `decode` of all ids.
 class StreamingDecoder {
 public:
     explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special_tokens = true);

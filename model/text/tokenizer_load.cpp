@@ -260,10 +260,19 @@ std::optional<int32_t> lookup(const Tokenizer& tok, const std::optional<std::str
     return tok.token_to_id(*token);
 }
 
+bool has_byte_fallback(const Decoder& d) {
+    if (d.kind == Decoder::Kind::byte_fallback) return true;
+    for (const auto& c : d.children) {
+        if (has_byte_fallback(c)) return true;
+    }
+    return false;
+}
+
 // Fills `state->special` (and honours an explicit add_bos_token / add_eos_token).
 void resolve_special_tokens(TokenizerState& state, const Tokenizer& tok, const json& config,
                             const json& generation, const json& model_config) {
     SpecialTokens& sp = state.special;
+    state.decoder_has_byte_fallback = state.decoder && has_byte_fallback(*state.decoder);
     state.split_special_tokens = json_bool(config, "split_special_tokens", false);
     auto first_id = [&](const char* key) -> std::optional<int32_t> {
         for (const json* j : {&generation, &model_config}) {

@@ -24,6 +24,8 @@ struct TokenizerState {
     SpecialTokens special;
     // tokenizer_config.json `split_special_tokens`: special tokens in the input are plain text.
     bool split_special_tokens = false;
+    // The decoder chain contains ByteFallback.
+    bool decoder_has_byte_fallback = false;
     int32_t vocab_size = 0;
 };
 

@@ -6,7 +6,8 @@
 // the already-released decode of [context ids] keeps those effects identical to a full decode,
 // because the window always starts at a token where earlier text was complete (the approach of
 // HF's `DecodeStream`). Text that ends in U+FFFD may be an incomplete character, so it waits
-// for the next id or for `finish()`.
+// for the next id or for `finish()`; so does a run of byte-fallback tokens, whose bytes HF
+// validates together.
 
 #include "model/text/tokenizer.hpp"
 #include "model/text/unicode.hpp"
@@ -27,6 +28,7 @@ StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special
 
 std::string StreamingDecoder::push(int32_t id) {
     window_.push_back(id);
+    if (tokenizer_.is_byte_fallback_token(id)) return {};
     std::string text = tokenizer_.decode(window_, skip_special_);
     if (text.size() <= window_text_.size() || ends_with_replacement(text)) return {};
     if (text.compare(0, window_text_.size(), window_text_) != 0) {

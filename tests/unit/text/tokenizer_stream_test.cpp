@@ -97,6 +97,20 @@ TEST(StreamingDecoder, HoldsBackSplitByteLevelCharacters) {
     EXPECT_EQ(dec.finish(), "\xEF\xBF\xBD");
 }
 
+// HF's ByteFallback replaces every byte of an invalid run, even bytes that were valid ASCII, so
+// a run is held back whole: ')' followed by a stray 0x89 decodes to two U+FFFD.
+TEST(StreamingDecoder, ByteFallbackRunsAreFinalOnlyWhenTheyEnd) {
+    const Tokenizer* tok = real_tokenizer("llama2");
+    if (tok == nullptr) GTEST_SKIP() << "shared/data not found";
+    const int32_t paren = *tok->token_to_id("<0x29>"), stray = *tok->token_to_id("<0x89>");
+    EXPECT_TRUE(tok->is_byte_fallback_token(paren));
+    EXPECT_FALSE(tok->is_byte_fallback_token(15043));
+    Ids ids = {15043, paren, stray, 3186};
+    auto pieces = stream(*tok, ids, true);
+    EXPECT_EQ(join(pieces), tok->decode(ids, true));
+    EXPECT_EQ(join(pieces), "Hello\xEF\xBF\xBD\xEF\xBF\xBD world");
+}
+
 TEST(StreamingDecoder, JoinsByteFallbackTokensIntoOneCharacter) {
     const Tokenizer* tok = real_tokenizer("llama2");
     if (tok == nullptr) GTEST_SKIP() << "shared/data not found";
@@ -109,8 +123,10 @@ TEST(StreamingDecoder, JoinsByteFallbackTokensIntoOneCharacter) {
     EXPECT_EQ(dec.push(243), "");
     EXPECT_EQ(dec.push(162), "");
     EXPECT_EQ(dec.push(167), "");
-    EXPECT_EQ(dec.push(154), "\xF0\x9F\xA4\x97");
-    EXPECT_EQ(dec.finish(), "");
+    EXPECT_EQ(dec.push(154), "");  // the run of byte tokens is final only when it ends
+    EXPECT_EQ(dec.push(29871), "\xF0\x9F\xA4\x97 ");
+    EXPECT_EQ(dec.push(243), "");
+    EXPECT_EQ(dec.finish(), "\xEF\xBF\xBD");  // a lone 0xF0 byte, as in the full decode
 }
 
 TEST(StreamingDecoder, SentencePieceLeadingSpaceOnlyAtStreamStart) {
