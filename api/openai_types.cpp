@@ -380,7 +380,7 @@ ApiResult<nlohmann::json> parse_json_body(std::string_view body) {
     json parsed;
     try {
         parsed = json::parse(body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e999
         return make_api_error(ErrorKind::invalid_json,
                               std::string("request body is not valid JSON: ") + e.what());
     }

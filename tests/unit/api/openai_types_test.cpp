@@ -27,6 +27,13 @@ TEST(ParseJsonBody, RejectsMalformedJson) {
     EXPECT_EQ(result.error().kind, ErrorKind::invalid_json);
 }
 
+TEST(ParseJsonBody, NumberOverflowIsABadRequestNotACrash) {
+    // nlohmann throws out_of_range (not parse_error) here; found by http_request_fuzz.
+    const auto result = parse_json_body("{\"temperature\": 5e5555}");
+    ASSERT_FALSE(result);
+    EXPECT_EQ(result.error().kind, ErrorKind::invalid_json);
+}
+
 TEST(ParseJsonBody, RejectsInvalidUtf8WithOffset) {
     const auto result = parse_json_body("{\"a\": \"\xc3\x28\"}");
     ASSERT_FALSE(result);
