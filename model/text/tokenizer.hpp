@@ -83,6 +83,7 @@ private:
     std::vector<int32_t> window_;  // ids since the last point text was released, plus context
     std::string window_text_;      // decode of window_[0, context_) already released
     std::size_t context_ = 0;
+    bool in_byte_run_ = false;  // the last id that decodes to something was a <0xXX> token
 };
 
 }  // namespace brigade::model::text

@@ -28,7 +28,16 @@ StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special
 
 std::string StreamingDecoder::push(int32_t id) {
     window_.push_back(id);
-    if (tokenizer_.is_byte_fallback_token(id)) return {};
+    if (tokenizer_.is_byte_fallback_token(id)) {
+        in_byte_run_ = true;
+        return {};
+    }
+    // Ids that decode to nothing (unknown, or special and skipped) do not end a byte run:
+    // decode drops them before the ByteFallback step joins its neighbours.
+    const bool dropped =
+        tokenizer_.id_to_token(id).empty() || (skip_special_ && tokenizer_.is_special(id));
+    if (dropped && in_byte_run_) return {};
+    in_byte_run_ = false;
     std::string text = tokenizer_.decode(window_, skip_special_);
     if (text.size() <= window_text_.size() || ends_with_replacement(text)) return {};
     if (text.compare(0, window_text_.size(), window_text_) != 0) {
@@ -53,6 +62,7 @@ std::string StreamingDecoder::finish() {
     window_.clear();
     window_text_.clear();
     context_ = 0;
+    in_byte_run_ = false;
     return rest;
 }
 

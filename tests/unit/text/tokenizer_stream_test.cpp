@@ -105,7 +105,7 @@ TEST(StreamingDecoder, ByteFallbackRunsAreFinalOnlyWhenTheyEnd) {
     const int32_t paren = *tok->token_to_id("<0x29>"), stray = *tok->token_to_id("<0x89>");
     EXPECT_TRUE(tok->is_byte_fallback_token(paren));
     EXPECT_FALSE(tok->is_byte_fallback_token(15043));
-    Ids ids = {15043, paren, stray, 3186};
+    Ids ids = {15043, paren, 99999, 1, stray, 3186};  // an unknown id and <s> inside the run
     auto pieces = stream(*tok, ids, true);
     EXPECT_EQ(join(pieces), tok->decode(ids, true));
     EXPECT_EQ(join(pieces), "Hello\xEF\xBF\xBD\xEF\xBF\xBD world");
