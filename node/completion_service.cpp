@@ -17,11 +17,18 @@ void HeadCompletionService::start(api::CompletionRequest request,
         return;
     }
     Job job{std::move(request), std::move(sink), std::move(cancel)};
-    if (!scheduler_.submit(job)) {
-        job.sink->on_error({api::ErrorKind::overloaded,
-                            "the server is busy (all slots and the wait queue are full); retry "
-                            "later",
-                            ""});
+    switch (scheduler_.submit(job)) {
+        case BatchScheduler::Submitted::queued:
+            break;
+        case BatchScheduler::Submitted::queue_full:
+            job.sink->on_error({api::ErrorKind::overloaded,
+                                "the server is busy (all slots and the wait queue are full); "
+                                "retry later",
+                                ""});
+            break;
+        case BatchScheduler::Submitted::stopping:
+            job.sink->on_error({api::ErrorKind::unavailable, "the server is shutting down", ""});
+            break;
     }
 }
 

@@ -17,22 +17,22 @@ BatchScheduler::BatchScheduler(ServeModel& model, SchedulerOptions options,
 
 BatchScheduler::~BatchScheduler() { stop(); }
 
-bool BatchScheduler::submit(Job& job) {
+BatchScheduler::Submitted BatchScheduler::submit(Job& job) {
     {
         std::lock_guard lock(mutex_);
-        if (stopping_) return false;
+        if (stopping_) return Submitted::stopping;
         // A free slot admits at once; otherwise the request waits in the bounded queue.
         const std::size_t free_slots =
             n_active_ < static_cast<std::size_t>(options_.max_active)
                 ? static_cast<std::size_t>(options_.max_active) - n_active_
                 : 0;
         if (queue_.size() >= free_slots + static_cast<std::size_t>(options_.max_queue)) {
-            return false;
+            return Submitted::queue_full;
         }
         queue_.push_back(std::move(job));
     }
     wake_.notify_one();
-    return true;
+    return Submitted::queued;
 }
 
 std::size_t BatchScheduler::n_waiting() const {
@@ -78,11 +78,11 @@ void BatchScheduler::run() {
         }
         for (auto& job : admitted) admit(std::move(job));
         drop_cancelled();
-        {
-            std::lock_guard lock(mutex_);
-            n_active_ = active_.size();
-        }
         if (!active_.empty()) step();
+        // After the step too: a slot freed by the last finished sequence must count for
+        // `submit` while this thread sleeps.
+        std::lock_guard lock(mutex_);
+        n_active_ = active_.size();
     }
 }
 

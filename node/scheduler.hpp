@@ -41,8 +41,9 @@ public:
     BatchScheduler(const BatchScheduler&) = delete;
     BatchScheduler& operator=(const BatchScheduler&) = delete;
 
-    // Thread-safe. False when the wait queue is full (the job is left untouched then).
-    bool submit(Job& job);
+    enum class Submitted { queued, queue_full, stopping };
+    // Thread-safe. Unless `queued`, the job is left untouched (the caller answers it).
+    Submitted submit(Job& job);
     // Ends the compute thread; requests still queued or running get `unavailable`. Idempotent.
     void stop();
 
