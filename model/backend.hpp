@@ -112,9 +112,9 @@ public:
     // i + rot_dims/2) on the first `rot_dims` = 2 * n_freq dims; the rest pass through.
     // Angle of pair i for token t = positions[t] * inv_freq[i]; cos and sin are multiplied
     // by `attention_scaling` (1 except for yarn/longrope).
-    virtual void rope(float* x, std::int64_t n_tokens, std::int64_t n_heads,
-                      std::int64_t head_dim, const std::int32_t* positions,
-                      std::span<const float> inv_freq, float attention_scaling) = 0;
+    virtual void rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
+                      const std::int32_t* positions, std::span<const float> inv_freq,
+                      float attention_scaling) = 0;
     virtual void attention(const AttentionArgs& args) = 0;
     // out[i] = silu(gate[i]) * up[i]; out may alias gate.
     virtual void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) = 0;

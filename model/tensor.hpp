@@ -41,7 +41,8 @@ struct WeightMatrix {
     bool valid() const { return data != nullptr && rows > 0 && cols > 0; }
     // Bytes of one packed row (quantized) or of one plain row.
     std::int64_t row_bytes() const {
-        return quantized() ? cols * bits / 8 : cols * static_cast<std::int64_t>(dtype_bits(dtype) / 8);
+        return quantized() ? cols * bits / 8
+                           : cols * static_cast<std::int64_t>(dtype_bits(dtype) / 8);
     }
     // Bytes a matmul reads: the weight plus its scales and biases.
     std::int64_t total_bytes() const {

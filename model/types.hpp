@@ -32,40 +32,59 @@ constexpr std::size_t dtype_bits(DType t) {
     switch (t) {
         case DType::kF64:
         case DType::kU64:
-        case DType::kI64: return 64;
+        case DType::kI64:
+            return 64;
         case DType::kF32:
         case DType::kU32:
-        case DType::kI32: return 32;
+        case DType::kI32:
+            return 32;
         case DType::kF16:
         case DType::kBF16:
         case DType::kU16:
-        case DType::kI16: return 16;
+        case DType::kI16:
+            return 16;
         case DType::kU8:
         case DType::kI8:
         case DType::kBool:
         case DType::kF8E4M3:
-        case DType::kF8E5M2: return 8;
+        case DType::kF8E5M2:
+            return 8;
     }
     return 0;
 }
 
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {
-        case DType::kF32: return "F32";
-        case DType::kF16: return "F16";
-        case DType::kBF16: return "BF16";
-        case DType::kF64: return "F64";
-        case DType::kU8: return "U8";
-        case DType::kI8: return "I8";
-        case DType::kU16: return "U16";
-        case DType::kI16: return "I16";
-        case DType::kU32: return "U32";
-        case DType::kI32: return "I32";
-        case DType::kU64: return "U64";
-        case DType::kI64: return "I64";
-        case DType::kBool: return "BOOL";
-        case DType::kF8E4M3: return "F8_E4M3";
-        case DType::kF8E5M2: return "F8_E5M2";
+        case DType::kF32:
+            return "F32";
+        case DType::kF16:
+            return "F16";
+        case DType::kBF16:
+            return "BF16";
+        case DType::kF64:
+            return "F64";
+        case DType::kU8:
+            return "U8";
+        case DType::kI8:
+            return "I8";
+        case DType::kU16:
+            return "U16";
+        case DType::kI16:
+            return "I16";
+        case DType::kU32:
+            return "U32";
+        case DType::kI32:
+            return "I32";
+        case DType::kU64:
+            return "U64";
+        case DType::kI64:
+            return "I64";
+        case DType::kBool:
+            return "BOOL";
+        case DType::kF8E4M3:
+            return "F8_E4M3";
+        case DType::kF8E5M2:
+            return "F8_E5M2";
     }
     return "?";
 }

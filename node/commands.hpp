@@ -11,7 +11,9 @@ namespace brigade::node {
 // The subcommands parsed so far and what to run for each. Returns the process exit code.
 class CommandSet {
 public:
-    void add(CLI::App* sub, std::function<int()> run) { commands_.push_back({sub, std::move(run)}); }
+    void add(CLI::App* sub, std::function<int()> run) {
+        commands_.push_back({sub, std::move(run)});
+    }
     int dispatch() const {
         for (const auto& c : commands_) {
             if (c.app->parsed()) return c.run();

@@ -1,13 +1,12 @@
 // UDP multicast beacons on loopback: nodes of one mesh find each other, another mesh's beacons
 // are ignored. Skips (saying why) where the sandbox has no multicast route.
 
-#include "mesh/multicast_beacon.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <map>
 
+#include "mesh/multicast_beacon.hpp"
 #include "tests/integration/mesh/mesh_test_util.hpp"
 
 namespace brigade::mesh {
