@@ -37,5 +37,7 @@ void add_template_command(CLI::App& app, CommandSet& commands);
 void add_perplexity_command(CLI::App& app, CommandSet& commands);
 void add_serve_command(CLI::App& app, CommandSet& commands);
 void add_chat_command(CLI::App& app, CommandSet& commands);
+void add_plan_command(CLI::App& app, CommandSet& commands);
+void add_mesh_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace brigade::node

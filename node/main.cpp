@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
     brigade::node::add_perplexity_command(app, commands);
     brigade::node::add_serve_command(app, commands);
     brigade::node::add_chat_command(app, commands);
+    brigade::node::add_plan_command(app, commands);
+    brigade::node::add_mesh_command(app, commands);
 
     CLI11_PARSE(app, argc, argv);
     try {

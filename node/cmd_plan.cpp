@@ -1,0 +1,331 @@
+// `brigade plan`: the what-if layer split for this node plus hypothetical ones (issue 6). Pure
+// prediction with mesh::make_plan; nothing is loaded beyond a quick speed measurement.
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mesh/planner.hpp"
+#include "node/commands.hpp"
+#include "node/model_ref.hpp"
+#include "node/model_shape.hpp"
+
+namespace brigade::node {
+namespace {
+
+struct PlanNode {
+    std::string name;
+    std::uint64_t memory_bytes = 0;
+    double seconds_per_layer = 0;
+    std::optional<double> rtt_ms;  // round trip to the other nodes; nullopt = planner default
+};
+
+struct PlanOptions {
+    std::string model_ref;
+    std::string memory;
+    std::optional<double> speed;
+    std::vector<std::string> add_nodes;
+    int concurrency = 1;
+    int ctx = 4096;
+    bool json = false;
+};
+
+// MemAvailable of /proc/meminfo in bytes; nullopt where it cannot be read.
+std::optional<std::uint64_t> available_memory_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    std::uint64_t kb = 0;
+    std::string unit;
+    while (in >> key >> kb) {
+        std::getline(in, unit);
+        if (key == "MemAvailable:") return kb * 1024;
+    }
+    return std::nullopt;
+}
+
+bool parse_double(const std::string& text, double& out) {
+    try {
+        std::size_t used = 0;
+        out = std::stod(text, &used);
+        return used == text.size();
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+// "mem=SIZE,speed=S[,name=N][,rtt=MS]"; errors name the spec and the bad field.
+std::optional<PlanNode> parse_add_node(const std::string& spec, int index, std::string& error) {
+    PlanNode node;
+    node.name = "node" + std::to_string(index);
+    bool have_mem = false;
+    bool have_speed = false;
+    std::stringstream fields(spec);
+    std::string field;
+    while (std::getline(fields, field, ',')) {
+        const auto eq = field.find('=');
+        if (eq == std::string::npos) {
+            error = "--add-node '" + spec + "': expected key=value, got '" + field + "'";
+            return std::nullopt;
+        }
+        const auto key = field.substr(0, eq);
+        const auto value = field.substr(eq + 1);
+        if (key == "mem") {
+            auto size = mesh::parse_size(value);
+            if (!size) {
+                error = "--add-node '" + spec + "': mem: " + size.error().message;
+                return std::nullopt;
+            }
+            node.memory_bytes = *size;
+            have_mem = true;
+        } else if (key == "speed") {
+            if (!parse_double(value, node.seconds_per_layer) || !(node.seconds_per_layer > 0)) {
+                error = "--add-node '" + spec + "': speed must be seconds per layer > 0, got '" +
+                        value + "'";
+                return std::nullopt;
+            }
+            have_speed = true;
+        } else if (key == "name") {
+            if (value.empty()) {
+                error = "--add-node '" + spec + "': empty name";
+                return std::nullopt;
+            }
+            node.name = value;
+        } else if (key == "rtt") {
+            double ms = 0;
+            if (!parse_double(value, ms) || ms < 0) {
+                error =
+                    "--add-node '" + spec + "': rtt must be milliseconds >= 0, got '" + value + "'";
+                return std::nullopt;
+            }
+            node.rtt_ms = ms;
+        } else {
+            error = "--add-node '" + spec + "': unknown key '" + key +
+                    "' (known: mem, speed, name, rtt)";
+            return std::nullopt;
+        }
+    }
+    if (!have_mem || !have_speed) {
+        error = "--add-node '" + spec + "': mem= and speed= are required";
+        return std::nullopt;
+    }
+    return node;
+}
+
+// Planner node ids are synthetic: index i+1 in the first bytes, so ties keep the given order and
+// the short ids in planner messages differ per node (node i+1 in the order listed by `plan`).
+mesh::NodeId synthetic_id(std::size_t index) {
+    mesh::NodeId id;
+    id.bytes[0] = static_cast<std::uint8_t>((index + 1) >> 8);
+    id.bytes[1] = static_cast<std::uint8_t>(index + 1);
+    return id;
+}
+
+mesh::PlanRequest make_request(const ModelShapeInfo& info, const std::vector<PlanNode>& nodes,
+                               const PlanOptions& options) {
+    mesh::PlanRequest request;
+    request.shape = info.shape;
+    request.tied_embeddings = info.tied_embeddings;
+    request.expected_concurrency = options.concurrency;
+    request.context_tokens = options.ctx;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        request.nodes.push_back(
+            {synthetic_id(i), nodes[i].memory_bytes, nodes[i].seconds_per_layer, "cpu"});
+        for (std::size_t j = 0; j < i; ++j) {
+            if (!nodes[i].rtt_ms && !nodes[j].rtt_ms) continue;
+            const double ms = std::max(nodes[i].rtt_ms.value_or(0), nodes[j].rtt_ms.value_or(0));
+            request.links.push_back({synthetic_id(j), synthetic_id(i), ms / 1000.0, 0});
+        }
+    }
+    return request;
+}
+
+nlohmann::json plan_json(const mesh::Plan& plan, const std::vector<PlanNode>& nodes,
+                         const std::map<mesh::NodeId, std::size_t>& index_of) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : plan.stages) {
+        stages.push_back({{"node", nodes[index_of.at(s.node)].name},
+                          {"first_layer", s.layers.first},
+                          {"last_layer", s.layers.last},
+                          {"memory_bytes", s.memory_bytes},
+                          {"step_s", s.step_s},
+                          {"tok_s", s.tok_s}});
+    }
+    return {{"stages", stages},
+            {"single_stream_tok_s", plan.single_stream_tok_s},
+            {"stream_tok_s", plan.stream_tok_s},
+            {"aggregate_tok_s", plan.aggregate_tok_s},
+            {"hop_s", plan.hop_s}};
+}
+
+void print_plan(const mesh::Plan& plan, const std::vector<PlanNode>& nodes,
+                const std::map<mesh::NodeId, std::size_t>& index_of, int concurrency) {
+    std::printf("plan: %zu stage%s\n", plan.stages.size(), plan.stages.size() == 1 ? "" : "s");
+    for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+        const auto& s = plan.stages[i];
+        std::printf("  stage %zu  %-12s layers [%d, %d)  %10s  %8.1f tok/s\n", i,
+                    nodes[index_of.at(s.node)].name.c_str(), s.layers.first, s.layers.last,
+                    mesh::format_size(s.memory_bytes).c_str(), s.tok_s);
+    }
+    std::printf("predicted decode: %.1f tok/s for one stream alone", plan.single_stream_tok_s);
+    if (concurrency > 1) {
+        std::printf("; at %d streams %.1f tok/s each, %.1f tok/s in all", concurrency,
+                    plan.stream_tok_s, plan.aggregate_tok_s);
+    }
+    std::printf("\n");
+}
+
+int run_plan(const PlanOptions& options) {
+    const char* const me = "brigade plan";
+    auto model = resolve_model_for_command(options.model_ref, "plan");
+    if (!model) {
+        std::fprintf(stderr, "%s: %s\n", me, model.error().message.c_str());
+        return 1;
+    }
+    auto info = read_model_shape(model->dir);
+    if (!info) {
+        std::fprintf(stderr, "%s: %s\n", me, info.error().message.c_str());
+        return 1;
+    }
+
+    PlanNode self{"this", 0, 0, std::nullopt};
+    if (!options.memory.empty()) {
+        auto size = mesh::parse_size(options.memory);
+        if (!size) {
+            std::fprintf(stderr, "%s: --memory: %s\n", me, size.error().message.c_str());
+            return 1;
+        }
+        self.memory_bytes = *size;
+    } else if (auto avail = available_memory_bytes()) {
+        self.memory_bytes = *avail;
+    } else {
+        std::fprintf(stderr, "%s: cannot read MemAvailable from /proc/meminfo; pass --memory\n",
+                     me);
+        return 1;
+    }
+    if (options.speed) {
+        if (!(*options.speed > 0)) {
+            std::fprintf(stderr, "%s: --speed must be > 0 seconds per layer\n", me);
+            return 1;
+        }
+        self.seconds_per_layer = *options.speed;
+    } else {
+        std::fprintf(stderr, "%s: measuring this machine's decode speed (cpu backend)...\n", me);
+        auto measured = measure_seconds_per_layer(model->dir);
+        if (!measured) {
+            std::fprintf(stderr, "%s: measuring speed: %s (pass --speed)\n", me,
+                         measured.error().message.c_str());
+            return 1;
+        }
+        self.seconds_per_layer = *measured;
+    }
+
+    std::vector<PlanNode> nodes{self};
+    for (std::size_t i = 0; i < options.add_nodes.size(); ++i) {
+        std::string error;
+        auto node = parse_add_node(options.add_nodes[i], static_cast<int>(i) + 1, error);
+        if (!node) {
+            std::fprintf(stderr, "%s: %s\n", me, error.c_str());
+            return 1;
+        }
+        nodes.push_back(*node);
+    }
+    std::map<mesh::NodeId, std::size_t> index_of;
+    for (std::size_t i = 0; i < nodes.size(); ++i) index_of[synthetic_id(i)] = i;
+
+    const auto request = make_request(*info, nodes, options);
+    auto plan = mesh::make_plan(request);
+    // The planner's messages name nodes by short id; ours are synthetic, so show the names.
+    const auto named = [&nodes](std::string message) {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            const auto id = synthetic_id(i).short_string();
+            for (auto at = message.find(id); at != std::string::npos; at = message.find(id, at)) {
+                message.replace(at, id.size(), nodes[i].name);
+                at += nodes[i].name.size();
+            }
+        }
+        return message;
+    };
+    const auto single_request = make_request(*info, {self}, options);
+    auto single = mesh::make_plan(single_request);
+    const auto single_need =
+        mesh::stage_memory_bytes(single_request, {0, info->shape.n_layers}, true, true);
+
+    if (options.json) {
+        nlohmann::json out;
+        out["model"] = model->dir.string();
+        out["n_layers"] = info->shape.n_layers;
+        nlohmann::json jnodes = nlohmann::json::array();
+        for (const auto& n : nodes) {
+            jnodes.push_back({{"name", n.name},
+                              {"memory_bytes", n.memory_bytes},
+                              {"seconds_per_layer", n.seconds_per_layer}});
+        }
+        out["nodes"] = jnodes;
+        out["fits"] = static_cast<bool>(plan);
+        if (plan) {
+            out["plan"] = plan_json(*plan, nodes, index_of);
+        } else {
+            out["error"] = named(plan.error().message);
+        }
+        out["single_node"] = {{"fits", static_cast<bool>(single)},
+                              {"needs_bytes", single_need},
+                              {"tok_s", single ? single->single_stream_tok_s : 0.0}};
+        std::printf("%s\n", out.dump(2).c_str());
+        return plan ? 0 : 1;
+    }
+
+    std::printf("model: %s (%d layers)\n", model->dir.string().c_str(), info->shape.n_layers);
+    for (const auto& n : nodes) {
+        std::printf("node %-12s memory %10s  %.3g s/layer\n", n.name.c_str(),
+                    mesh::format_size(n.memory_bytes).c_str(), n.seconds_per_layer);
+    }
+    if (single) {
+        std::printf("this node alone: %.1f tok/s (needs %s)\n", single->single_stream_tok_s,
+                    mesh::format_size(single_need).c_str());
+    } else {
+        std::printf("this node alone: does not fit (needs %s, has %s)\n",
+                    mesh::format_size(single_need).c_str(),
+                    mesh::format_size(self.memory_bytes).c_str());
+    }
+    if (!plan) {
+        std::fprintf(stderr, "%s: no layout fits: %s\n", me, named(plan.error().message).c_str());
+        return 1;
+    }
+    print_plan(*plan, nodes, index_of, options.concurrency);
+    return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, CommandSet& commands) {
+    auto options = std::make_shared<PlanOptions>();
+    auto* sub = app.add_subcommand(
+        "plan", "Predict how a model would be split over this node and hypothetical ones");
+    sub->footer(
+        "Example: brigade plan --memory 1GB --add-node mem=8GB,speed=0.002,name=laptop,rtt=1\n"
+        "Speeds are seconds per layer for one decode token; without --speed this node's is "
+        "measured with the cpu backend.");
+    sub->add_option("--model", options->model_ref,
+                    "Model directory or Hugging Face cache name (default: the demo model)");
+    sub->add_option("--memory", options->memory,
+                    "Memory this node offers, e.g. 6MB, 24GB, 512MiB (default: MemAvailable)");
+    sub->add_option("--speed", options->speed,
+                    "Seconds per layer of this node (default: measured)");
+    sub->add_option("--add-node", options->add_nodes,
+                    "A hypothetical node: mem=SIZE,speed=S[,name=N][,rtt=MS] (repeatable)")
+        ->take_all()
+        ->allow_extra_args(false);
+    sub->add_option("--concurrency", options->concurrency, "Expected concurrent streams")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--ctx", options->ctx, "Context tokens reserved per stream")
+        ->check(CLI::PositiveNumber);
+    sub->add_flag("--json", options->json, "Machine-readable output");
+    commands.add(sub, [options] { return run_plan(*options); });
+}
+
+}  // namespace brigade::node
