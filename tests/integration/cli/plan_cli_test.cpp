@@ -82,6 +82,31 @@ TEST(PlanCli, TinyMemorySplitsOverAddedNodes) {
     EXPECT_GT(j["plan"]["single_stream_tok_s"].get<double>(), 0);
 }
 
+TEST(PlanCli, RttAndConcurrencyChangeThePrediction) {
+    const auto whole = plan_json({"--memory", "64GB", "--speed", "0.001"});
+    ASSERT_TRUE(whole.is_object());
+    const std::string mem =
+        std::to_string(whole["single_node"]["needs_bytes"].get<std::uint64_t>() - 1);
+    const auto split = [&mem](const std::string& rtt, const std::string& concurrency) {
+        return plan_json({"--memory", "1MB", "--speed", "0.001", "--concurrency", concurrency,
+                          "--add-node", "mem=" + mem + ",speed=0.001,rtt=" + rtt, "--add-node",
+                          "mem=" + mem + ",speed=0.001,rtt=" + rtt});
+    };
+    const auto near = split("0.1", "1");
+    const auto far = split("50", "1");
+    ASSERT_TRUE(near["fits"].get<bool>() && far["fits"].get<bool>()) << near.dump() << far.dump();
+    // 50 ms round trips dominate a few ms of compute: the prediction must drop accordingly.
+    EXPECT_GT(far["plan"]["hop_s"].get<double>(), near["plan"]["hop_s"].get<double>());
+    EXPECT_LT(far["plan"]["single_stream_tok_s"].get<double>() * 5,
+              near["plan"]["single_stream_tok_s"].get<double>());
+    // Two stages, four streams: the pipeline overlaps micro-batches, so the aggregate exceeds
+    // what each stream gets.
+    const auto busy = split("0.1", "4");
+    ASSERT_TRUE(busy["fits"].get<bool>()) << busy.dump();
+    EXPECT_GT(busy["plan"]["aggregate_tok_s"].get<double>(),
+              busy["plan"]["stream_tok_s"].get<double>());
+}
+
 TEST(PlanCli, NothingFitsIsAClearError) {
     const auto r = run_brigade({"plan", "--memory", "1MB", "--speed", "0.001", "--add-node",
                                 "mem=2MB,speed=0.001,name=laptop"});
