@@ -3,7 +3,7 @@
 # transformers (ImmutableSandboxedEnvironment, trim/lstrip blocks, loopcontrols, generation tag,
 # HF tojson, raise_exception, strftime_now fixed to "21 Nov 2026"), with the special tokens of
 # each tokenizer_config.json. Run from the repo root:
-#   python3 tests/unit/text/chat_template_models_cases.py ../shared/data > cases.json
+#   python3 tests/unit/text/chat_template_models_cases.py ../shared/data > tests/fixtures/jinja/model_templates.json
 import json, os, sys
 import jinja2
 from jinja2.ext import Extension, loopcontrols

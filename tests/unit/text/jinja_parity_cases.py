@@ -1,6 +1,6 @@
 # Cases for tests/unit/text/jinja_python_parity_test.cpp. Expected outputs come from Python
 # jinja2 configured exactly like transformers' chat-template environment.
-# Run: python3 jinja_parity_cases.py > cases.json, then paste into the test's kCases.
+# Run from the repo root: python3 tests/unit/text/jinja_parity_cases.py > tests/fixtures/jinja/python_parity.json
 import json, sys
 from datetime import datetime
 import jinja2
