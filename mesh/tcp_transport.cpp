@@ -25,6 +25,8 @@ namespace {
 
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kYieldOutboxBytes = 4u << 20;
+// How long a locally closed link may take to send its queued frames and the Bye.
+constexpr auto kByeDrainTimeout = std::chrono::seconds(1);
 
 // Runs `on_fire` (which closes a socket or cancels a resolver) when a deadline passes. Pending
 // operations then fail, which is how connect and handshake get their timeouts. Disarmed on
@@ -224,22 +226,23 @@ public:
 
     void close(std::string_view reason, bool send_bye) {
         if (closed_) return;
-        if (send_bye && !writing_ && outbox_.empty()) {
-            // Best effort: one small write, then the socket closes whatever happens.
-            auto bye = std::make_shared<Bytes>();
-            if (channel_.seal(Bye{ByeReason::kShutdown, std::string(reason)}, *bye)) {
-                auto self = shared_from_this();
-                asio::async_write(socket_, asio::buffer(*bye),
-                                  [self, bye](boost::system::error_code, std::size_t) {
-                                      boost::system::error_code ignored;
-                                      self->socket_.close(ignored);
-                                  });
-                mark_closed(make_error(errc::closed, "closed locally: " + std::string(reason)),
-                            false);
-                return;
-            }
+        Error error = make_error(errc::closed, "closed locally: " + std::string(reason));
+        if (send_bye && channel_.seal(Bye{ByeReason::kShutdown, std::string(reason)}, outbox_)) {
+            // The goodbye goes out after whatever is queued or being written (a keepalive, say),
+            // then the writer closes the socket. Bounded: a peer that stops reading cannot keep
+            // the socket open past kByeDrainTimeout.
+            draining_ = true;
+            mark_closed(std::move(error), false);
+            auto self = shared_from_this();
+            auto deadline = std::make_shared<asio::steady_timer>(socket_.get_executor());
+            deadline->expires_after(kByeDrainTimeout);
+            deadline->async_wait([self, deadline](boost::system::error_code) {
+                boost::system::error_code ignored;
+                self->socket_.close(ignored);
+            });
+            return;
         }
-        mark_closed(make_error(errc::closed, "closed locally: " + std::string(reason)), true);
+        mark_closed(std::move(error), true);
     }
 
     void fail(Error e) {
@@ -351,8 +354,13 @@ private:
         auto self = shared_from_this();
         Bytes inflight;
         for (;;) {
-            if (closed_) co_return;
+            if (closed_ && !draining_) co_return;
             if (outbox_.empty()) {
+                if (draining_) {  // the goodbye is out: close now
+                    boost::system::error_code ignored;
+                    socket_.close(ignored);
+                    co_return;
+                }
                 co_await writer_wake_.async_wait(kNoThrow);
                 continue;
             }
@@ -373,6 +381,8 @@ private:
                     writing_ = false;
                     fail(make_error(errc::io_error,
                                     "write failed: " + std::get<0>(written).message()));
+                    boost::system::error_code ignored;
+                    socket_.close(ignored);  // also when draining (`fail` is a no-op then)
                     co_return;
                 }
                 pos += n;
@@ -425,6 +435,7 @@ private:
     std::size_t inbox_bytes_ = 0;
     Bytes outbox_;
     bool writing_ = false;
+    bool draining_ = false;  // closed locally; the writer still sends the queued Bye
     bool closed_ = false;
     std::optional<Error> close_error_;
     SteadyClock::time_point last_received_;
