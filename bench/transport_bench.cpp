@@ -42,10 +42,9 @@ constexpr std::uint32_t kHidden = 1024;
 ActivationFrame frame_of(std::uint32_t n_tokens) {
     ActivationFrame a;
     a.dtype = ActivationDType::kBF16;
-    a.n_tokens = n_tokens;
     a.hidden = kHidden;
-    a.seq_ids.assign(n_tokens, 1);
-    a.positions.assign(n_tokens, 0);
+    a.entries = {brigade::mesh::ActivationEntry{
+        1, 0, n_tokens, true, std::vector<std::int32_t>(n_tokens, 7), {}}};
     a.payload.assign(static_cast<std::size_t>(n_tokens) * kHidden * 2, 0x5a);
     return a;
 }
@@ -71,10 +70,10 @@ asio::awaitable<void> serve(brigade::mesh::TcpListener& listener, const NodeKey&
         }
         auto* a = std::get_if<ActivationFrame>(&*m);
         if (a == nullptr) continue;
-        if (a->n_tokens <= 16) {
+        if (a->rows() <= 16) {
             if (!(co_await (*link)->async_send(*m))) co_return;
-        } else if (a->request_id != 0) {
-            const Message ack = Cancel{a->request_id, ""};
+        } else if (a->batch_id != 0) {
+            const Message ack = Cancel{a->batch_id, ""};
             if (!(co_await (*link)->async_send(ack))) co_return;
         }
     }
@@ -126,7 +125,7 @@ asio::awaitable<void> client(std::uint16_t port, const NodeKey& key, const MeshC
         const auto t = Clock::now();
         const std::clock_t cpu0 = std::clock();  // both threads: the process's CPU time
         for (int i = 0; i < n; ++i) {
-            f.request_id = (i == n - 1) ? 1 : 0;
+            f.batch_id = (i == n - 1) ? 1 : 0;
             co_await (*link)->async_send(f);
         }
         auto ack = co_await (*link)->async_receive(60s);

@@ -37,8 +37,9 @@ enum class MsgType : std::uint16_t {
     kCancel = 12,
     kError = 13,
     kBye = 14,
+    kRequestUpdate = 15,
 };
-inline constexpr std::uint16_t kMaxMsgType = 14;
+inline constexpr std::uint16_t kMaxMsgType = 15;
 
 // First frame each way on every link. `node_id` must match the identity the handshake proved.
 struct Hello {
@@ -78,6 +79,15 @@ struct LinkMeasurement {
     bool operator==(const LinkMeasurement&) const = default;
 };
 
+// Per-stage timings a node reports with its capacity (for /v1/mesh).
+struct StageStats {
+    std::uint64_t epoch = 0;         // the plan these refer to (0: no stage)
+    std::uint64_t steps = 0;         // micro-batches computed
+    std::uint64_t tokens = 0;        // rows computed
+    std::uint32_t mean_step_us = 0;  // recent mean time of one micro-batch
+    bool operator==(const StageStats&) const = default;
+};
+
 struct CapacityReport {
     NodeId node_id;
     std::uint64_t memory_bytes = 0;  // offered for weights + KV
@@ -85,6 +95,7 @@ struct CapacityReport {
     std::string model_id;            // the model the speed was measured for
     double seconds_per_layer = 0;    // measured decode time of one layer for one token
     std::vector<LinkMeasurement> links;
+    StageStats stage;
     bool operator==(const CapacityReport&) const = default;
 };
 
@@ -134,15 +145,17 @@ struct PlanAbort {
     bool operator==(const PlanAbort&) const = default;
 };
 
-// A generation request routed to the pipeline head: tokens (prompt, plus already generated tokens
-// when a request is resumed), and the opaque sampler state that travels with it.
+// A generation request routed to the pipeline head by the node that took it (the origin):
+// prompt tokens plus, when a request is resumed on a new pipeline, the tokens already generated;
+// and the generation setup (sampling parameters, step, limits), serialized by node/ and opaque
+// to mesh/. The head answers with RequestUpdate frames, or an ErrorFrame naming the request.
 struct RequestFrame {
-    std::uint64_t request_id = 0;
-    std::uint64_t epoch = 0;
-    NodeId origin;  // the node that took the request and streams to the client
-    std::vector<std::int32_t> tokens;
-    std::uint32_t max_new_tokens = 0;
-    std::vector<std::uint8_t> sampler_state;  // serialized by node/, opaque to mesh/
+    std::uint64_t request_id = 0;  // chosen by the origin, unique across the mesh (random)
+    std::uint64_t epoch = 0;       // the plan the origin routed by; a head of another epoch refuses
+    NodeId origin;                 // the node that took the request and streams to the client
+    std::vector<std::int32_t> tokens;  // prompt, then tokens already generated (resume)
+    std::uint32_t n_prompt = 0;        // tokens[0, n_prompt) are the prompt
+    std::vector<std::uint8_t> setup;   // node/'s generation setup
     bool operator==(const RequestFrame&) const = default;
 };
 
@@ -152,34 +165,81 @@ inline constexpr std::size_t activation_dtype_bytes(ActivationDType t) {
     return t == ActivationDType::kF32 ? 4 : 2;
 }
 
-// Hidden states between stages: [n_tokens, hidden] in `dtype`, little-endian.
+// One sequence's rows in a micro-batch of hidden states.
+struct ActivationEntry {
+    std::uint64_t request_id = 0;  // identifies the sequence (and its KV) on every stage
+    std::int32_t pos0 = 0;         // position of the first row; must equal what the stage cached
+    std::uint32_t n_tokens = 0;    // rows of this entry
+    bool wants_token = false;      // the tail samples after the last row (end of prompt / decode)
+    // The token ids of the rows: the head embeds them; the tail keeps them as the history that
+    // penalties and constrained output look at. [n_tokens]
+    std::vector<std::int32_t> tokens;
+    // The generation setup, sent with the first chunk of a request on this pipeline so the tail
+    // can sample (empty on later chunks).
+    std::vector<std::uint8_t> setup;
+    bool operator==(const ActivationEntry&) const = default;
+};
+
+// A micro-batch of hidden states between stages: rows of every entry in order, [rows, hidden]
+// elements of `dtype`, little-endian.
 struct ActivationFrame {
-    std::uint64_t request_id = 0;
     std::uint64_t epoch = 0;       // plan epoch; a stage drops frames of another epoch
+    std::uint64_t batch_id = 0;    // chosen by the head; echoed in the tail's TokenFrame
     std::int32_t first_layer = 0;  // the layer the receiving stage starts at
     ActivationDType dtype = ActivationDType::kBF16;
-    std::uint32_t n_tokens = 0;
     std::uint32_t hidden = 0;
-    std::vector<std::uint64_t> seq_ids;       // [n_tokens]
-    std::vector<std::int32_t> positions;      // [n_tokens]
-    std::vector<std::uint8_t> sampler_state;  // opaque, for the tail
-    std::vector<std::uint8_t> payload;        // [n_tokens, hidden] elements of `dtype`
+    std::vector<ActivationEntry> entries;
+    std::vector<std::uint8_t> payload;
+    std::uint32_t rows() const {
+        std::uint32_t n = 0;
+        for (const auto& e : entries) n += e.n_tokens;
+        return n;
+    }
     bool operator==(const ActivationFrame&) const = default;
 };
 
-// The tail's sampled token, sent back to the head (and to the origin for streaming).
-struct TokenFrame {
-    std::uint64_t request_id = 0;
-    std::uint64_t epoch = 0;
-    std::uint64_t seq_id = 0;
-    std::int32_t position = 0;
+enum class TokenFinish : std::uint8_t {
+    kContinue = 0,  // more tokens follow
+    kStop = 1,      // a stop token, or the constrained output is complete
+    kLength = 2,    // max_tokens or the context is used up
+};
+
+struct TopToken {
     std::int32_t token = 0;
     float logprob = 0;
-    bool finished = false;
-    std::vector<std::uint8_t> sampler_state;  // after sampling this token
+    bool operator==(const TopToken&) const = default;
+};
+
+// One sampled token of one request.
+struct SampledTokenInfo {
+    std::uint64_t request_id = 0;
+    std::int32_t token = -1;  // -1: finished without a token (e.g. nothing can continue the JSON)
+    float logprob = 0;
+    std::vector<TopToken> top;  // top_logprobs alternatives, best first (empty unless asked)
+    TokenFinish finish = TokenFinish::kContinue;
+    bool operator==(const SampledTokenInfo&) const = default;
+};
+
+// The tail's sampled tokens for the entries of one micro-batch that wanted one, sent to the head.
+struct TokenFrame {
+    std::uint64_t epoch = 0;
+    std::uint64_t batch_id = 0;
+    std::vector<SampledTokenInfo> tokens;
     bool operator==(const TokenFrame&) const = default;
 };
 
+// Head → origin: the request was admitted (with `cached_tokens` of its prompt reused), and/or
+// new tokens. The origin detokenizes and streams them to its client.
+struct RequestUpdate {
+    std::uint64_t request_id = 0;
+    bool accepted = false;  // first update: admitted, prefill starts
+    std::uint32_t cached_tokens = 0;
+    std::vector<SampledTokenInfo> tokens;
+    bool operator==(const RequestUpdate&) const = default;
+};
+
+// Origin → head: stop this request (client gone, stop string). Head → other stages: the request
+// ended; free its KV.
 struct Cancel {
     std::uint64_t request_id = 0;
     std::string reason;
@@ -187,7 +247,7 @@ struct Cancel {
 };
 
 struct ErrorFrame {
-    std::uint32_t code = 0;
+    std::uint32_t code = 0;        // for a request: node/'s error kind (status class), else 0
     std::uint64_t request_id = 0;  // 0: about the link, not a request
     std::string message;
     bool operator==(const ErrorFrame&) const = default;
@@ -201,9 +261,9 @@ struct Bye {
     bool operator==(const Bye&) const = default;
 };
 
-using Message =
-    std::variant<Hello, Heartbeat, PeerList, CapacityReport, PlanPropose, PlanAck, PlanCommit,
-                 PlanAbort, RequestFrame, ActivationFrame, TokenFrame, Cancel, ErrorFrame, Bye>;
+using Message = std::variant<Hello, Heartbeat, PeerList, CapacityReport, PlanPropose, PlanAck,
+                             PlanCommit, PlanAbort, RequestFrame, ActivationFrame, TokenFrame,
+                             Cancel, ErrorFrame, Bye, RequestUpdate>;
 
 MsgType message_type(const Message& m);
 const char* msg_type_name(MsgType t);

@@ -13,6 +13,8 @@ constexpr std::size_t kMaxPeers = 4096;
 constexpr std::size_t kMaxAddresses = 32;
 constexpr std::size_t kMaxStages = 1024;
 constexpr std::size_t kMaxLinks = 4096;
+constexpr std::size_t kMaxBatchEntries = 65536;
+constexpr std::size_t kMaxTopTokens = 64;
 
 void put_id(ByteWriter& w, const NodeId& id) { w.array(id.bytes); }
 NodeId get_id(ByteReader& r) { return NodeId{r.array<20>()}; }
@@ -61,6 +63,10 @@ void encode_body(ByteWriter& w, const CapacityReport& m) {
         w.u32(l.rtt_us);
         w.f64(l.bandwidth_bytes_per_s);
     }
+    w.u64(m.stage.epoch);
+    w.u64(m.stage.steps);
+    w.u64(m.stage.tokens);
+    w.u32(m.stage.mean_step_us);
 }
 void encode_body(ByteWriter& w, const PlanPropose& m) {
     w.u64(m.epoch);
@@ -96,33 +102,49 @@ void encode_body(ByteWriter& w, const RequestFrame& m) {
     put_id(w, m.origin);
     w.u32(static_cast<std::uint32_t>(m.tokens.size()));
     for (std::int32_t t : m.tokens) w.i32(t);
-    w.u32(m.max_new_tokens);
-    w.blob(m.sampler_state);
+    w.u32(m.n_prompt);
+    w.blob(m.setup);
 }
 void encode_body(ByteWriter& w, const ActivationFrame& m) {
-    w.u64(m.request_id);
     w.u64(m.epoch);
+    w.u64(m.batch_id);
     w.i32(m.first_layer);
     w.u8(static_cast<std::uint8_t>(m.dtype));
-    w.u32(m.n_tokens);
     w.u32(m.hidden);
-    // seq_ids and positions are [n_tokens] by contract; the decoder checks it.
-    w.u32(static_cast<std::uint32_t>(m.seq_ids.size()));
-    for (std::uint64_t s : m.seq_ids) w.u64(s);
-    w.u32(static_cast<std::uint32_t>(m.positions.size()));
-    for (std::int32_t p : m.positions) w.i32(p);
-    w.blob(m.sampler_state);
+    w.u32(static_cast<std::uint32_t>(m.entries.size()));
+    for (const ActivationEntry& e : m.entries) {
+        w.u64(e.request_id);
+        w.i32(e.pos0);
+        w.u32(e.n_tokens);
+        w.u8(e.wants_token ? 1 : 0);
+        for (std::int32_t t : e.tokens) w.i32(t);  // [n_tokens] by contract
+        w.blob(e.setup);
+    }
     w.blob(m.payload);
 }
+void put_sampled(ByteWriter& w, const SampledTokenInfo& t) {
+    w.u64(t.request_id);
+    w.i32(t.token);
+    w.f32(t.logprob);
+    w.u32(static_cast<std::uint32_t>(t.top.size()));
+    for (const TopToken& tt : t.top) {
+        w.i32(tt.token);
+        w.f32(tt.logprob);
+    }
+    w.u8(static_cast<std::uint8_t>(t.finish));
+}
 void encode_body(ByteWriter& w, const TokenFrame& m) {
-    w.u64(m.request_id);
     w.u64(m.epoch);
-    w.u64(m.seq_id);
-    w.i32(m.position);
-    w.i32(m.token);
-    w.f32(m.logprob);
-    w.u8(m.finished ? 1 : 0);
-    w.blob(m.sampler_state);
+    w.u64(m.batch_id);
+    w.u32(static_cast<std::uint32_t>(m.tokens.size()));
+    for (const SampledTokenInfo& t : m.tokens) put_sampled(w, t);
+}
+void encode_body(ByteWriter& w, const RequestUpdate& m) {
+    w.u64(m.request_id);
+    w.u8(m.accepted ? 1 : 0);
+    w.u32(m.cached_tokens);
+    w.u32(static_cast<std::uint32_t>(m.tokens.size()));
+    for (const SampledTokenInfo& t : m.tokens) put_sampled(w, t);
 }
 void encode_body(ByteWriter& w, const Cancel& m) {
     w.u64(m.request_id);
@@ -198,6 +220,10 @@ Result<Message> decode_capacity(ByteReader& r) {
         l.bandwidth_bytes_per_s = r.f64();
         m.links.push_back(l);
     }
+    m.stage.epoch = r.u64();
+    m.stage.steps = r.u64();
+    m.stage.tokens = r.u64();
+    m.stage.mean_step_us = r.u32();
     if (!r.ok()) return bad(MsgType::kCapacity, "truncated or oversized field");
     return Message{std::move(m)};
 }
@@ -256,62 +282,108 @@ Result<Message> decode_request(ByteReader& r, const WireLimits& limits) {
     const std::size_t n = r.count(limits.max_token_bytes / 4, 4);
     m.tokens.reserve(n);
     for (std::size_t i = 0; i < n; ++i) m.tokens.push_back(r.i32());
-    m.max_new_tokens = r.u32();
-    m.sampler_state = r.blob(limits.max_token_bytes);
+    m.n_prompt = r.u32();
+    m.setup = r.blob(limits.max_token_bytes);
     if (!r.ok()) return bad(MsgType::kRequest, "truncated or oversized field");
+    if (m.n_prompt == 0 || m.n_prompt > m.tokens.size()) {
+        return bad(MsgType::kRequest, "n_prompt " + std::to_string(m.n_prompt) +
+                                          " is not within 1.." + std::to_string(m.tokens.size()));
+    }
     return Message{std::move(m)};
 }
 Result<Message> decode_activation(ByteReader& r, const WireLimits& limits) {
     ActivationFrame m;
-    m.request_id = r.u64();
     m.epoch = r.u64();
+    m.batch_id = r.u64();
     m.first_layer = r.i32();
     const std::uint8_t dtype = r.u8();
-    m.n_tokens = r.u32();
     m.hidden = r.u32();
     if (!r.ok()) return bad(MsgType::kActivation, "truncated header");
     if (dtype > static_cast<std::uint8_t>(ActivationDType::kF32)) {
         return bad(MsgType::kActivation, "unknown dtype " + std::to_string(dtype));
     }
     m.dtype = static_cast<ActivationDType>(dtype);
-    // Checked in 64 bits: n_tokens * hidden * 4 cannot overflow.
-    const std::uint64_t expected_payload =
-        static_cast<std::uint64_t>(m.n_tokens) * m.hidden * activation_dtype_bytes(m.dtype);
+    const std::size_t n_entries = r.count(kMaxBatchEntries, 21);
+    m.entries.reserve(n_entries);
+    std::uint64_t rows = 0;
+    for (std::size_t i = 0; i < n_entries && r.ok(); ++i) {
+        ActivationEntry e;
+        e.request_id = r.u64();
+        e.pos0 = r.i32();
+        e.n_tokens = r.u32();
+        e.wants_token = get_bool(r);
+        if (r.ok() && (e.n_tokens == 0 || e.pos0 < 0)) {
+            return bad(MsgType::kActivation,
+                       "entry " + std::to_string(i) + " has no rows or a negative position");
+        }
+        // Reserve only what the bytes left can hold.
+        if (r.ok() && e.n_tokens > r.remaining() / 4) {
+            return bad(MsgType::kActivation, "entry " + std::to_string(i) + " is truncated");
+        }
+        e.tokens.reserve(e.n_tokens);
+        for (std::uint32_t k = 0; k < e.n_tokens && r.ok(); ++k) e.tokens.push_back(r.i32());
+        e.setup = r.blob(limits.max_token_bytes);
+        rows += e.n_tokens;
+        m.entries.push_back(std::move(e));
+    }
+    if (!r.ok()) return bad(MsgType::kActivation, "truncated or oversized entries");
+    // Checked in 64 bits: rows < 2^38 and hidden < 2^32, times 4, cannot overflow.
+    const std::uint64_t expected_payload = rows * m.hidden * activation_dtype_bytes(m.dtype);
     if (expected_payload > limits.max_activation_bytes) {
         return bad(MsgType::kActivation,
                    "payload of " + std::to_string(expected_payload) + " bytes exceeds the limit");
     }
-    const std::size_t n_seq = r.count(m.n_tokens, 8);
-    if (r.ok() && n_seq != m.n_tokens)
-        return bad(MsgType::kActivation, "seq_ids count != n_tokens");
-    m.seq_ids.reserve(n_seq);
-    for (std::size_t i = 0; i < n_seq; ++i) m.seq_ids.push_back(r.u64());
-    const std::size_t n_pos = r.count(m.n_tokens, 4);
-    if (r.ok() && n_pos != m.n_tokens)
-        return bad(MsgType::kActivation, "positions count != n_tokens");
-    m.positions.reserve(n_pos);
-    for (std::size_t i = 0; i < n_pos; ++i) m.positions.push_back(r.i32());
-    m.sampler_state = r.blob(limits.max_token_bytes);
     m.payload = r.blob(expected_payload);
-    if (!r.ok()) return bad(MsgType::kActivation, "truncated or oversized field");
+    if (!r.ok()) return bad(MsgType::kActivation, "truncated or oversized payload");
     if (m.payload.size() != expected_payload) {
         return bad(MsgType::kActivation, "payload has " + std::to_string(m.payload.size()) +
-                                             " bytes, n_tokens*hidden*dtype needs " +
+                                             " bytes, rows*hidden*dtype needs " +
                                              std::to_string(expected_payload));
     }
     return Message{std::move(m)};
 }
-Result<Message> decode_token(ByteReader& r, const WireLimits& limits) {
+bool get_sampled(ByteReader& r, SampledTokenInfo& t) {
+    t.request_id = r.u64();
+    t.token = r.i32();
+    t.logprob = r.f32();
+    const std::size_t n = r.count(kMaxTopTokens, 8);
+    t.top.reserve(n);
+    for (std::size_t i = 0; i < n && r.ok(); ++i) {
+        TopToken tt;
+        tt.token = r.i32();
+        tt.logprob = r.f32();
+        t.top.push_back(tt);
+    }
+    const std::uint8_t finish = r.u8();
+    if (!r.ok() || finish > static_cast<std::uint8_t>(TokenFinish::kLength)) return false;
+    t.finish = static_cast<TokenFinish>(finish);
+    return true;
+}
+Result<Message> decode_token(ByteReader& r) {
     TokenFrame m;
-    m.request_id = r.u64();
     m.epoch = r.u64();
-    m.seq_id = r.u64();
-    m.position = r.i32();
-    m.token = r.i32();
-    m.logprob = r.f32();
-    m.finished = get_bool(r);
-    m.sampler_state = r.blob(limits.max_token_bytes);
-    if (!r.ok()) return bad(MsgType::kToken, "truncated or oversized field");
+    m.batch_id = r.u64();
+    const std::size_t n = r.count(kMaxBatchEntries, 21);
+    m.tokens.resize(n);
+    for (auto& t : m.tokens) {
+        if (!get_sampled(r, t)) return bad(MsgType::kToken, "truncated or invalid token entry");
+    }
+    if (!r.ok()) return bad(MsgType::kToken, "truncated or too many tokens");
+    return Message{std::move(m)};
+}
+Result<Message> decode_request_update(ByteReader& r) {
+    RequestUpdate m;
+    m.request_id = r.u64();
+    m.accepted = get_bool(r);
+    m.cached_tokens = r.u32();
+    const std::size_t n = r.count(kMaxBatchEntries, 21);
+    m.tokens.resize(n);
+    for (auto& t : m.tokens) {
+        if (!get_sampled(r, t)) {
+            return bad(MsgType::kRequestUpdate, "truncated or invalid token entry");
+        }
+    }
+    if (!r.ok()) return bad(MsgType::kRequestUpdate, "truncated or too many tokens");
     return Message{std::move(m)};
 }
 Result<Message> decode_cancel(ByteReader& r) {
@@ -378,6 +450,8 @@ const char* msg_type_name(MsgType t) {
             return "Error";
         case MsgType::kBye:
             return "Bye";
+        case MsgType::kRequestUpdate:
+            return "RequestUpdate";
     }
     return "?";
 }
@@ -388,6 +462,7 @@ std::uint32_t WireLimits::limit_for(MsgType t) const {
             return max_activation_bytes;
         case MsgType::kRequest:
         case MsgType::kToken:
+        case MsgType::kRequestUpdate:
             return max_token_bytes;
         default:
             return max_control_bytes;
@@ -437,13 +512,15 @@ Result<Message> decode_body(MsgType type, ByteSpan body, const WireLimits& limit
         case MsgType::kActivation:
             return decode_activation(r, limits);
         case MsgType::kToken:
-            return decode_token(r, limits);
+            return decode_token(r);
         case MsgType::kCancel:
             return decode_cancel(r);
         case MsgType::kError:
             return decode_error(r);
         case MsgType::kBye:
             return decode_bye(r);
+        case MsgType::kRequestUpdate:
+            return decode_request_update(r);
     }
     return make_error(errc::unknown_type,
                       "frame type " + std::to_string(static_cast<unsigned>(type)) + " is unknown");
@@ -478,9 +555,12 @@ Result<std::optional<Message>> FrameDecoder::next() {
                                                   std::to_string(flags) + " set");
         return *failed_;
     }
-    // The body limit adds room for the fields around an activation payload.
+    // The body limit adds room for the fields around an activation payload: entries, their token
+    // ids (4 bytes a row, against >= 64 payload bytes a row) and setups.
     const std::uint64_t limit = static_cast<std::uint64_t>(limits_.limit_for(t)) +
-                                (t == MsgType::kActivation ? limits_.max_token_bytes + 4096 : 0);
+                                (t == MsgType::kActivation ? limits_.max_activation_bytes / 8 +
+                                                                 limits_.max_token_bytes + 4096
+                                                           : 0);
     if (body_bytes > limit) {
         failed_ =
             make_error(errc::frame_too_large,
@@ -548,7 +628,7 @@ std::vector<std::uint8_t> encode_activations(std::span<const float> hidden, Acti
 }
 
 Result<std::vector<float>> decode_activations(const ActivationFrame& frame) {
-    const std::size_t n = static_cast<std::size_t>(frame.n_tokens) * frame.hidden;
+    const std::size_t n = static_cast<std::size_t>(frame.rows()) * frame.hidden;
     if (frame.payload.size() != n * activation_dtype_bytes(frame.dtype)) {
         return make_error(errc::bad_frame, "activation payload size does not match its shape");
     }

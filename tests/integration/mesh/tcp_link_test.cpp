@@ -78,15 +78,17 @@ struct TestNode {
 
 ActivationFrame activation(std::uint32_t n_tokens, std::uint32_t hidden) {
     ActivationFrame a;
-    a.request_id = 42;
     a.epoch = 1;
+    a.batch_id = 42;
     a.first_layer = 8;
     a.dtype = ActivationDType::kBF16;
-    a.n_tokens = n_tokens;
     a.hidden = hidden;
-    a.seq_ids.assign(n_tokens, 3);
-    a.positions.resize(n_tokens);
-    for (std::uint32_t i = 0; i < n_tokens; ++i) a.positions[i] = static_cast<std::int32_t>(i);
+    ActivationEntry e;
+    e.request_id = 3;
+    e.n_tokens = n_tokens;
+    e.wants_token = true;
+    for (std::uint32_t i = 0; i < n_tokens; ++i) e.tokens.push_back(static_cast<std::int32_t>(i));
+    a.entries.push_back(e);
     a.payload.resize(static_cast<std::size_t>(n_tokens) * hidden * 2);
     for (std::size_t i = 0; i < a.payload.size(); ++i)
         a.payload[i] = static_cast<std::uint8_t>(i * 7 + 1);
@@ -109,9 +111,10 @@ TEST(TcpLink, TwoNodesHandshakeAndExchangeFrames) {
         EXPECT_EQ((*link)->peer().hello.node_id, server.key.id());
         EXPECT_EQ((*link)->peer().remote_host, "127.0.0.1");
         // A decode-sized and a prefill-sized activation, a token, a cancel: all echoed intact.
-        std::vector<Message> sent = {activation(1, 896), activation(512, 1024),
-                                     TokenFrame{42, 1, 3, 17, 1234, -0.5f, false, {1, 2}},
-                                     Cancel{42, "done"}};
+        std::vector<Message> sent = {
+            activation(1, 896), activation(512, 1024),
+            TokenFrame{1, 42, {SampledTokenInfo{3, 1234, -0.5f, {}, TokenFinish::kStop}}},
+            Cancel{42, "done"}};
         for (const Message& m : sent) EXPECT_TRUE(co_await (*link)->async_send(m));
         for (const Message& m : sent) {
             auto got = co_await (*link)->async_receive(10s);

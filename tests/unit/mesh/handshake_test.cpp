@@ -247,12 +247,10 @@ std::vector<Message> three_messages() {
 TEST(SecureChannel, CarriesFramesAcrossRecordBoundaries) {
     ChannelPair p = make_channels();
     ActivationFrame big;
-    big.request_id = 9;
-    big.n_tokens = 300;
+    big.batch_id = 9;
     big.hidden = 128;
     big.dtype = ActivationDType::kF32;
-    big.seq_ids.assign(300, 1);
-    big.positions.assign(300, 0);
+    big.entries = {ActivationEntry{1, 0, 300, true, std::vector<std::int32_t>(300, 5), {}}};
     big.payload.resize(300 * 128 * 4);
     for (std::size_t i = 0; i < big.payload.size(); ++i)
         big.payload[i] = static_cast<std::uint8_t>(i * 31);

@@ -20,15 +20,13 @@ NodeId id_of(std::uint8_t fill) {
 
 std::vector<Message> every_message() {
     ActivationFrame act;
-    act.request_id = 77;
     act.epoch = 3;
+    act.batch_id = 77;
     act.first_layer = 12;
     act.dtype = ActivationDType::kBF16;
-    act.n_tokens = 3;
     act.hidden = 4;
-    act.seq_ids = {5, 5, 6};
-    act.positions = {0, 1, 0};
-    act.sampler_state = {1, 2, 3};
+    act.entries = {ActivationEntry{5, 0, 2, false, {10, 11}, {1, 2, 3}},
+                   ActivationEntry{6, 7, 1, true, {12}, {}}};
     act.payload.resize(3 * 4 * 2);
     for (std::size_t i = 0; i < act.payload.size(); ++i)
         act.payload[i] = static_cast<std::uint8_t>(i);
@@ -42,17 +40,23 @@ std::vector<Message> every_message() {
                        "cpu",
                        "Qwen/Qwen2.5-0.5B",
                        0.00125,
-                       {LinkMeasurement{id_of(5), 350, 1.1e8}}},
+                       {LinkMeasurement{id_of(5), 350, 1.1e8}},
+                       StageStats{7, 100, 4000, 1250}},
         PlanPropose{7, id_of(1), "demo", {{id_of(1), 0, 10}, {id_of(2), 10, 24}}, 31.5},
         PlanAck{7, id_of(2), AckStatus::kStale, 9, "epoch 7 <= 9"},
         PlanCommit{7, id_of(1)},
         PlanAbort{7, id_of(1), "timed out"},
-        RequestFrame{11, 7, id_of(3), {1, 2, 3, -1}, 128, {9, 9}},
+        RequestFrame{11, 7, id_of(3), {1, 2, 3, -1}, 3, {9, 9}},
         act,
-        TokenFrame{11, 7, 5, 40, 1234, -0.25f, true, {4, 5}},
+        TokenFrame{7,
+                   77,
+                   {SampledTokenInfo{
+                        11, 1234, -0.25f, {{1234, -0.25f}, {5, -3.5f}}, TokenFinish::kContinue},
+                    SampledTokenInfo{12, -1, 0.0f, {}, TokenFinish::kStop}}},
         Cancel{11, "client disconnected"},
         ErrorFrame{503, 11, "no pipeline"},
         Bye{ByeReason::kLeave, "SIGTERM"},
+        RequestUpdate{11, true, 2, {SampledTokenInfo{11, 40, -0.5f, {}, TokenFinish::kLength}}},
     };
 }
 
@@ -198,11 +202,13 @@ TEST(Wire, ActivationShapeIsChecked) {
     f.payload.pop_back();
     expect_bad(f, "payload too short");
     f = a;
-    f.seq_ids.pop_back();
-    expect_bad(f, "seq_ids count");
+    f.entries[1].n_tokens = 2;  // rows no longer match the payload
+    f.entries[1].tokens.push_back(13);
+    expect_bad(f, "rows count");
     f = a;
-    f.positions.push_back(3);
-    expect_bad(f, "positions count");
+    f.entries[0].n_tokens = 0;
+    f.entries[0].tokens.clear();
+    expect_bad(f, "empty entry");
     f = a;
     f.dtype = static_cast<ActivationDType>(7);
     expect_bad(f, "dtype");
@@ -253,7 +259,7 @@ TEST(Bf16, ActivationPayloadsRoundTrip) {
     std::vector<float> h(64);
     for (std::size_t i = 0; i < h.size(); ++i) h[i] = std::sin(static_cast<float>(i)) * 100.0f;
     ActivationFrame f;
-    f.n_tokens = 4;
+    f.entries = {ActivationEntry{1, 0, 4, true, {1, 2, 3, 4}, {}}};
     f.hidden = 16;
     f.dtype = ActivationDType::kF32;
     f.payload = encode_activations(h, f.dtype);
