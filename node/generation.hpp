@@ -1,0 +1,80 @@
+#pragma once
+// Sampling a request where its logits are: the tail of the pipeline (or the one node holding the
+// whole model). Everything the tail needs travels in a `GenerationSetup` built at the origin;
+// with the token ids of the rows that pass through the tail (ActivationEntry::tokens), the tail
+// rebuilds the history penalties and constrained output need. Because draws depend only on
+// (seed, step) and the history, a request resumed on another pipeline with the tokens already
+// generated continues with exactly the tokens an uninterrupted run would give (issue 7).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/json_prefix.hpp"
+#include "mesh/messages.hpp"
+#include "model/errors.hpp"
+#include "model/sampling.hpp"
+#include "node/serve_model.hpp"
+
+namespace brigade::node {
+
+struct GenerationSetup {
+    model::SamplingParams sampling;  // resolved: server defaults applied, seed chosen
+    std::vector<std::pair<std::int32_t, float>> logit_bias;
+    bool json_object = false;  // response_format json_object: mask tokens that break the JSON
+    bool logprobs = false;
+    int top_logprobs = 0;
+    std::int64_t n_prompt = 0;        // history positions [0, n_prompt) are the prompt
+    std::int64_t max_new_tokens = 0;  // in total, counting tokens generated before a resume
+    std::int64_t context = 0;         // positions available per sequence
+
+    bool operator==(const GenerationSetup&) const = default;
+};
+
+// A versioned byte encoding (RequestFrame::setup, ActivationEntry::setup). Decoding rejects
+// truncation, unknown versions and out-of-range values with a clear message.
+std::vector<std::uint8_t> encode_generation_setup(const GenerationSetup& setup);
+model::Result<GenerationSetup> decode_generation_setup(std::span<const std::uint8_t> bytes);
+
+// Texts of single tokens, for the JSON mask and logprobs (built once, on first use).
+class TokenTexts {
+public:
+    explicit TokenTexts(const model::text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+    const std::string& text(std::int32_t id);
+
+private:
+    const model::text::Tokenizer& tokenizer_;
+    std::vector<std::string> texts_;
+};
+
+// One request's sampler at the tail. Not thread-safe (the tail's compute thread owns it).
+class TokenSampler {
+public:
+    TokenSampler(std::uint64_t request_id, GenerationSetup setup, const ModelFrontend& model,
+                 TokenTexts& texts);
+
+    // Token ids at positions [pos0, pos0 + ids.size()) passed through the tail: the prompt, and
+    // on a resume the tokens generated before it (their texts are replayed into the JSON state).
+    void observe(std::int32_t pos0, std::span<const std::int32_t> ids);
+    // Samples the token at position `history().size()` from the logits of the position before.
+    mesh::SampledTokenInfo sample(std::span<const float> logits);
+
+    const std::vector<std::int32_t>& history() const { return history_; }
+    std::int64_t n_generated() const;
+    bool finished() const { return finished_; }
+
+private:
+    std::uint64_t request_id_;
+    GenerationSetup setup_;
+    const ModelFrontend& model_;
+    TokenTexts& texts_;
+    std::vector<std::int32_t> history_;
+    std::optional<api::JsonPrefixValidator> json_;
+    std::vector<float> work_;
+    bool finished_ = false;
+};
+
+}  // namespace brigade::node

@@ -1,0 +1,74 @@
+#pragma once
+// `api::CompletionService` on every node of a mesh (a node alone is a mesh of one): the origin
+// side of a request. Templates and tokenizes where the request entered, builds its
+// GenerationSetup, and sends it to the current pipeline head: straight into the local
+// PipelineHead when this node is the head, else as a RequestFrame over the mesh. Tokens come back
+// (RequestEvents locally, RequestUpdate / ErrorFrame frames from a remote head) and are
+// detokenized and streamed to the client here. A client disconnect or a stop string cancels the
+// request at the head.
+//
+// The origin keeps each request's prompt, setup and the tokens generated so far, so that a
+// request whose pipeline is lost can be resubmitted to the next one (issue 7).
+
+#include <spdlog/logger.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/completion_service.hpp"
+#include "node/pipeline_head.hpp"
+#include "node/pipeline_types.hpp"
+#include "node/serve_model.hpp"
+
+namespace brigade::node {
+
+// What the origin routes by. The runtime swaps it when a plan commits.
+struct ActivePipeline {
+    PipelineRoute route;
+    std::shared_ptr<PipelineHead> local_head;  // set when this node is the head
+};
+
+// Implemented by the mesh runtime. Thread-safe.
+class PipelineDirectory {
+public:
+    virtual ~PipelineDirectory() = default;
+    // The committed pipeline, or nullopt with `why` set ("no plan yet", "re-planning",
+    // "the mesh cannot hold the model: ..."): requests then get 503 at once.
+    virtual std::optional<ActivePipeline> active(std::string& why) = 0;
+};
+
+class MeshCompletionService final : public api::CompletionService {
+public:
+    MeshCompletionService(const ModelFrontend& model, mesh::NodeId self,
+                          PipelineDirectory& directory, FrameSender& sender,
+                          SamplingDefaults defaults, std::shared_ptr<spdlog::logger> logger);
+    ~MeshCompletionService() override;
+
+    // api::CompletionService (I/O threads).
+    void start(api::CompletionRequest request, std::shared_ptr<api::CompletionSink> sink,
+               std::shared_ptr<api::Cancellation> cancel) override;
+    std::vector<api::ModelInfo> list_models() override;
+    api::Health health() override;
+
+    // Frames from a remote head about requests that entered here (the runtime's I/O thread).
+    void on_request_update(const mesh::NodeId& from, mesh::RequestUpdate update);
+    void on_request_error(const mesh::NodeId& from, const mesh::ErrorFrame& error);
+    // A node left the mesh or a new plan committed: requests whose head is gone fail with 503
+    // (issue 6) — or are resumed on the new pipeline (issue 7).
+    void on_pipeline_changed();
+
+    // Requests still streaming (for a graceful stop).
+    std::size_t n_in_flight() const;
+    // Fails every request still in flight with `unavailable` (shutdown).
+    void fail_all(const std::string& why);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace brigade::node

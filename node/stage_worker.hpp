@@ -1,0 +1,46 @@
+#pragma once
+// A stage that is not the head: receives hidden states, runs its layers, and forwards them to the
+// next stage, or (the tail) applies the lm_head, samples each entry that wants a token with its
+// TokenSampler and sends the tokens back to the head in one TokenFrame per micro-batch.
+//
+// One compute thread; frames are processed in arrival order (consecutive queued frames may be
+// merged into one batch). A frame of another epoch, or one whose positions do not match this
+// stage's KV, is dropped with a log line (the head's request then fails or is resumed by
+// re-planning; a stage never crashes on a bad frame).
+
+#include <spdlog/logger.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "mesh/messages.hpp"
+#include "node/pipeline_head.hpp"
+#include "node/pipeline_types.hpp"
+#include "node/serve_model.hpp"
+
+namespace brigade::node {
+
+class StageWorker {
+public:
+    StageWorker(const ModelFrontend& model, std::shared_ptr<StageResources> resources,
+                PipelineRoute route, FrameSender& sender, std::shared_ptr<spdlog::logger> logger);
+    ~StageWorker();  // stop()
+    StageWorker(const StageWorker&) = delete;
+    StageWorker& operator=(const StageWorker&) = delete;
+
+    // Thread-safe, never blocks.
+    void on_activation(mesh::ActivationFrame frame);
+    // Thread-safe: the request ended (head's Cancel): free its KV and sampler.
+    void release(std::uint64_t request_id);
+    void stop();
+
+    const PipelineRoute& route() const { return route_; }
+    StageTimings timings() const;
+
+private:
+    struct Impl;
+    PipelineRoute route_;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace brigade::node
