@@ -7,6 +7,7 @@
 // generated continues with exactly the tokens an uninterrupted run would give (issue 7).
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,6 +41,7 @@ std::vector<std::uint8_t> encode_generation_setup(const GenerationSetup& setup);
 model::Result<GenerationSetup> decode_generation_setup(std::span<const std::uint8_t> bytes);
 
 // Texts of single tokens, for the JSON mask and logprobs (built once, on first use).
+// Thread-safe: the table is built under a once_flag and read-only afterwards.
 class TokenTexts {
 public:
     explicit TokenTexts(const model::text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
@@ -47,6 +49,7 @@ public:
 
 private:
     const model::text::Tokenizer& tokenizer_;
+    std::once_flag built_;
     std::vector<std::string> texts_;
 };
 
@@ -58,8 +61,12 @@ public:
 
     // Token ids at positions [pos0, pos0 + ids.size()) passed through the tail: the prompt, and
     // on a resume the tokens generated before it (their texts are replayed into the JSON state).
-    void observe(std::int32_t pos0, std::span<const std::int32_t> ids);
+    // Positions already known with the same id are skipped (the tail sees each sampled token
+    // again as the next decode row). False, with nothing changed, when pos0 leaves a gap.
+    bool observe(std::int32_t pos0, std::span<const std::int32_t> ids);
     // Samples the token at position `history().size()` from the logits of the position before.
+    // A finish other than kContinue ends the request (then `finished()`); token -1 means it
+    // ended without a token (max_new_tokens already reached, or nothing can continue the JSON).
     mesh::SampledTokenInfo sample(std::span<const float> logits);
 
     const std::vector<std::int32_t>& history() const { return history_; }
@@ -73,8 +80,10 @@ private:
     TokenTexts& texts_;
     std::vector<std::int32_t> history_;
     std::optional<api::JsonPrefixValidator> json_;
-    std::vector<float> work_;
+    std::vector<float> work_;  // biased and masked logits, reused across steps
     bool finished_ = false;
+
+    void rebuild_json_state();
 };
 
 }  // namespace brigade::node

@@ -60,10 +60,17 @@ void read_weights_with_progress(const fs::path& dir, spdlog::logger& logger) {
     if (tty) std::fputs("\n", stderr);
 }
 
+model::Result<model::BackendKind> backend_kind(const std::string& name) {
+    if (name == "cpu") return model::BackendKind::kCpu;
+    if (name == "reference") return model::BackendKind::kReference;
+    return model::make_error(model::errc::invalid_argument,
+                             "--backend must be cpu or reference, not \"" + name + "\"");
+}
+
 }  // namespace
 
-model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
-                                           spdlog::logger& logger) {
+model::Result<ModelFrontend> load_model_frontend(const ServeModelOptions& options,
+                                                 spdlog::logger& logger) {
     auto resolved = resolve_model_for_command(options.model_ref, "serve");
     if (!resolved) return resolved.error();
     const fs::path dir = resolved->dir;
@@ -74,31 +81,14 @@ model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
         return model::make_error(model::errc::invalid_argument,
                                  "serving needs a tokenizer: " + tokenizer.error().message);
     }
-
-    model::BackendKind kind;
-    if (options.backend == "cpu") {
-        kind = model::BackendKind::kCpu;
-    } else if (options.backend == "reference") {
-        kind = model::BackendKind::kReference;
-    } else {
-        return model::make_error(
-            model::errc::invalid_argument,
-            "--backend must be cpu or reference, not \"" + options.backend + "\"");
+    if (options.context < 0) {
+        return model::make_error(model::errc::invalid_argument, "--ctx must be >= 0");
     }
-    model::BackendOptions backend_options;
-    backend_options.n_threads = options.n_threads;
-    auto backend = model::make_backend(kind, backend_options);
-    if (!backend) return backend.error();
 
-    ServeModel m(std::move(*tokenizer));
-    m.backend = std::move(*backend);
-    read_weights_with_progress(dir, logger);
-    model::StageOptions stage_options;
-    stage_options.max_context = options.context;
-    auto stage = model::Stage::load(dir, {0, config->n_layers}, *m.backend, stage_options);
-    if (!stage) return stage.error();
-    m.stage = std::move(*stage);
-    m.context = m.stage->kv_cache().limits().max_positions;
+    ModelFrontend m(std::move(*tokenizer));
+    m.dir = dir;
+    m.config = *config;
+    m.context = options.context > 0 ? options.context : config->max_position_embeddings;
     m.vocab_size = config->vocab_size;
 
     auto tpl = model::text::ChatTemplate::load_from_dir(dir);
@@ -133,6 +123,51 @@ model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
     m.info.created = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
+    return m;
+}
+
+model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelFrontend& model,
+                                                                    model::LayerRange range,
+                                                                    const StageLoadOptions& options,
+                                                                    spdlog::logger& logger) {
+    if (range.empty() || range.first < 0 || range.last > model.config.n_layers) {
+        return model::make_error(model::errc::invalid_argument,
+                                 "layer range [" + std::to_string(range.first) + ", " +
+                                     std::to_string(range.last) + ") is not within the model's " +
+                                     std::to_string(model.config.n_layers) + " layers");
+    }
+    auto kind = backend_kind(options.backend);
+    if (!kind) return kind.error();
+    model::BackendOptions backend_options;
+    backend_options.n_threads = options.n_threads;
+    auto backend = model::make_backend(*kind, backend_options);
+    if (!backend) return backend.error();
+
+    auto resources = std::make_shared<StageResources>();
+    resources->backend = std::move(*backend);
+    if (options.show_progress) read_weights_with_progress(model.dir, logger);
+    model::StageOptions stage_options;
+    stage_options.max_context = model.context;
+    stage_options.max_kv_bytes = options.max_kv_bytes;
+    auto stage = model::Stage::load(model.dir, range, *resources->backend, stage_options);
+    if (!stage) return stage.error();
+    resources->stage = std::move(*stage);
+    return resources;
+}
+
+model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
+                                           spdlog::logger& logger) {
+    auto frontend = load_model_frontend(options, logger);
+    if (!frontend) return frontend.error();
+    StageLoadOptions stage_options;
+    stage_options.backend = options.backend;
+    stage_options.n_threads = options.n_threads;
+    auto resources =
+        load_stage_resources(*frontend, {0, frontend->config.n_layers}, stage_options, logger);
+    if (!resources) return resources.error();
+    ServeModel m(std::move(*frontend));
+    m.backend = std::move((*resources)->backend);
+    m.stage = std::move((*resources)->stage);
     return m;
 }
 

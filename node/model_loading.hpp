@@ -1,7 +1,9 @@
 #pragma once
-// Loads the model `brigade serve` serves: resolves --model, reads the weights with a progress
-// bar on a terminal (plain log lines otherwise), builds the stage with every layer, the
-// tokenizer and the chat template.
+// Loads the model a node serves, in two parts (serve_model.hpp):
+//  - `load_model_frontend`: resolves --model, reads config, tokenizer, chat template (no weights);
+//  - `load_stage_resources`: one layer range on a backend, reading its weight files first with a
+//    progress bar on a terminal (plain log lines otherwise).
+// `load_serve_model` (frontend + every layer) serves the old single-node path until it goes.
 
 #include <spdlog/logger.h>
 
@@ -10,6 +12,8 @@
 #include <vector>
 
 #include "model/errors.hpp"
+#include "model/types.hpp"
+#include "node/pipeline_types.hpp"
 #include "node/serve_model.hpp"
 
 namespace brigade::node {
@@ -22,6 +26,24 @@ struct ServeModelOptions {
     std::string backend = "cpu";       // cpu | reference
 };
 
+struct StageLoadOptions {
+    std::string backend = "cpu";     // cpu | reference
+    int n_threads = 0;               // 0 = all cores
+    std::uint64_t max_kv_bytes = 0;  // 0 = no limit
+    bool show_progress = true;       // read the range's weight files first, with a bar on a tty
+};
+
+// Everything but the weights. Reads only small files (config, tokenizer, template).
+model::Result<ModelFrontend> load_model_frontend(const ServeModelOptions& options,
+                                                 spdlog::logger& logger);
+
+// Layers `range` of the frontend's model with their KV cache (context = frontend.context).
+model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelFrontend& model,
+                                                                    model::LayerRange range,
+                                                                    const StageLoadOptions& options,
+                                                                    spdlog::logger& logger);
+
+// Frontend + every layer (old single-node path).
 model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
                                            spdlog::logger& logger);
 

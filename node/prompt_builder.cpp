@@ -39,7 +39,7 @@ api::ServiceError bad(std::string message, std::string param) {
 
 }  // namespace
 
-std::variant<PreparedPrompt, api::ServiceError> prepare_prompt(const ServeModel& model,
+std::variant<PreparedPrompt, api::ServiceError> prepare_prompt(const ModelFrontend& model,
                                                                const api::CompletionRequest& req) {
     PreparedPrompt p;
     std::string rendered;

@@ -21,7 +21,7 @@ struct PreparedPrompt {
 };
 
 // The prepared prompt, or the error to answer with (400 with the field at fault).
-std::variant<PreparedPrompt, api::ServiceError> prepare_prompt(const ServeModel& model,
+std::variant<PreparedPrompt, api::ServiceError> prepare_prompt(const ModelFrontend& model,
                                                                const api::CompletionRequest& req);
 
 // `request.sampling` with the server's defaults filled in; the seed defaults to one derived

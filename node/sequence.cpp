@@ -24,19 +24,6 @@ double ms_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) 
 
 }  // namespace
 
-const std::string& TokenTexts::text(std::int32_t id) {
-    if (texts_.empty()) {
-        texts_.resize(static_cast<std::size_t>(tokenizer_.vocab_size()));
-        for (std::int32_t i = 0; i < tokenizer_.vocab_size(); ++i) {
-            const std::int32_t one[] = {i};
-            texts_[static_cast<std::size_t>(i)] = tokenizer_.decode(one, false);
-        }
-    }
-    static const std::string kEmpty;
-    if (id < 0 || static_cast<std::size_t>(id) >= texts_.size()) return kEmpty;
-    return texts_[static_cast<std::size_t>(id)];
-}
-
 Sequence::Sequence(Job job, PreparedPrompt prompt, model::SamplingParams sampling,
                    std::uint64_t seq_id, const ServeModel& model, TokenTexts& texts)
     : job_(std::move(job)),

@@ -16,6 +16,7 @@
 #include "api/output_processor.hpp"
 #include "model/sampling.hpp"
 #include "model/text/tokenizer.hpp"
+#include "node/generation.hpp"
 #include "node/prompt_builder.hpp"
 #include "node/serve_model.hpp"
 
@@ -25,17 +26,6 @@ struct Job {
     api::CompletionRequest request;
     std::shared_ptr<api::CompletionSink> sink;
     std::shared_ptr<api::Cancellation> cancel;
-};
-
-// Texts of single tokens, for the JSON mask and logprobs (built once, on first use).
-class TokenTexts {
-public:
-    explicit TokenTexts(const model::text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-    const std::string& text(std::int32_t id);
-
-private:
-    const model::text::Tokenizer& tokenizer_;
-    std::vector<std::string> texts_;
 };
 
 class Sequence {

@@ -1,0 +1,277 @@
+#include "node/generation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+namespace brigade::node {
+namespace {
+
+constexpr std::uint8_t kSetupVersion = 1;
+constexpr std::uint8_t kFlagJson = 1u << 0;
+constexpr std::uint8_t kFlagLogprobs = 1u << 1;
+constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit, checked by the HTTP layer too
+constexpr float kMaxBias = 100.0f;
+
+class Writer {
+public:
+    explicit Writer(std::vector<std::uint8_t>& out) : out_(out) {}
+    template <class T>
+    void put(T v) {
+        static_assert(std::is_trivially_copyable_v<T>);
+        std::uint8_t bytes[sizeof(T)];
+        std::memcpy(bytes, &v, sizeof(T));
+        // The wire is little-endian; so is every platform Brigade builds for.
+        out_.insert(out_.end(), bytes, bytes + sizeof(T));
+    }
+
+private:
+    std::vector<std::uint8_t>& out_;
+};
+
+class Reader {
+public:
+    explicit Reader(std::span<const std::uint8_t> in) : in_(in) {}
+    template <class T>
+    bool get(T& v) {
+        if (in_.size() - pos_ < sizeof(T)) return false;
+        std::memcpy(&v, in_.data() + pos_, sizeof(T));
+        pos_ += sizeof(T);
+        return true;
+    }
+    std::size_t left() const { return in_.size() - pos_; }
+
+private:
+    std::span<const std::uint8_t> in_;
+    std::size_t pos_ = 0;
+};
+
+model::Error bad_setup(const std::string& what) {
+    return model::Error{model::errc::invalid_argument, "generation setup: " + what};
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_generation_setup(const GenerationSetup& setup) {
+    std::vector<std::uint8_t> out;
+    out.reserve(64 + setup.logit_bias.size() * 8);
+    Writer w(out);
+    w.put(kSetupVersion);
+    const auto& s = setup.sampling;
+    w.put(s.temperature);
+    w.put(static_cast<std::int32_t>(s.top_k));
+    w.put(s.top_p);
+    w.put(s.min_p);
+    w.put(s.repetition_penalty);
+    w.put(s.presence_penalty);
+    w.put(s.frequency_penalty);
+    w.put(s.seed);
+    w.put(static_cast<std::uint32_t>(setup.logit_bias.size()));
+    for (const auto& [id, bias] : setup.logit_bias) {
+        w.put(id);
+        w.put(bias);
+    }
+    std::uint8_t flags = 0;
+    if (setup.json_object) flags |= kFlagJson;
+    if (setup.logprobs) flags |= kFlagLogprobs;
+    w.put(flags);
+    w.put(static_cast<std::uint8_t>(std::clamp(setup.top_logprobs, 0, 255)));
+    w.put(setup.n_prompt);
+    w.put(setup.max_new_tokens);
+    w.put(setup.context);
+    return out;
+}
+
+model::Result<GenerationSetup> decode_generation_setup(std::span<const std::uint8_t> bytes) {
+    Reader r(bytes);
+    std::uint8_t version = 0;
+    if (!r.get(version)) return bad_setup("empty");
+    if (version != kSetupVersion) {
+        return bad_setup("unknown version " + std::to_string(version) + " (this node reads " +
+                         std::to_string(kSetupVersion) + ")");
+    }
+    GenerationSetup g;
+    auto& s = g.sampling;
+    std::int32_t top_k = 0;
+    std::uint32_t n_bias = 0;
+    if (!r.get(s.temperature) || !r.get(top_k) || !r.get(s.top_p) || !r.get(s.min_p) ||
+        !r.get(s.repetition_penalty) || !r.get(s.presence_penalty) || !r.get(s.frequency_penalty) ||
+        !r.get(s.seed) || !r.get(n_bias)) {
+        return bad_setup("truncated sampling parameters");
+    }
+    s.top_k = top_k;
+    if (auto v = model::validate_sampling_params(s); !v) return bad_setup(v.error().message);
+    // Checked against what is left before anything is allocated.
+    if (n_bias > r.left() / 8) return bad_setup("truncated logit_bias");
+    g.logit_bias.reserve(n_bias);
+    for (std::uint32_t i = 0; i < n_bias; ++i) {
+        std::int32_t id = 0;
+        float bias = 0;
+        r.get(id);
+        r.get(bias);
+        if (id < 0) return bad_setup("logit_bias token id " + std::to_string(id) + " < 0");
+        if (!(bias >= -kMaxBias && bias <= kMaxBias)) {
+            return bad_setup("logit_bias value out of [-100, 100]");
+        }
+        g.logit_bias.emplace_back(id, bias);
+    }
+    std::uint8_t flags = 0, top_logprobs = 0;
+    if (!r.get(flags) || !r.get(top_logprobs) || !r.get(g.n_prompt) || !r.get(g.max_new_tokens) ||
+        !r.get(g.context)) {
+        return bad_setup("truncated limits");
+    }
+    if ((flags & ~(kFlagJson | kFlagLogprobs)) != 0) return bad_setup("unknown flags");
+    g.json_object = (flags & kFlagJson) != 0;
+    g.logprobs = (flags & kFlagLogprobs) != 0;
+    g.top_logprobs = top_logprobs;
+    if (g.top_logprobs > kMaxTopLogprobs) return bad_setup("top_logprobs above 20");
+    if (g.context < 1) return bad_setup("context < 1");
+    if (g.n_prompt < 1 || g.n_prompt > g.context) {
+        return bad_setup("prompt length " + std::to_string(g.n_prompt) +
+                         " not within [1, context " + std::to_string(g.context) + "]");
+    }
+    if (g.max_new_tokens < 0) return bad_setup("max_new_tokens < 0");
+    if (r.left() != 0) return bad_setup(std::to_string(r.left()) + " trailing bytes");
+    return g;
+}
+
+const std::string& TokenTexts::text(std::int32_t id) {
+    std::call_once(built_, [this] {
+        texts_.resize(static_cast<std::size_t>(tokenizer_.vocab_size()));
+        for (std::int32_t i = 0; i < tokenizer_.vocab_size(); ++i) {
+            const std::int32_t one[] = {i};
+            texts_[static_cast<std::size_t>(i)] = tokenizer_.decode(one, false);
+        }
+    });
+    static const std::string kEmpty;
+    if (id < 0 || static_cast<std::size_t>(id) >= texts_.size()) return kEmpty;
+    return texts_[static_cast<std::size_t>(id)];
+}
+
+TokenSampler::TokenSampler(std::uint64_t request_id, GenerationSetup setup,
+                           const ModelFrontend& model, TokenTexts& texts)
+    : request_id_(request_id), setup_(std::move(setup)), model_(model), texts_(texts) {
+    if (setup_.json_object) json_.emplace();
+    history_.reserve(static_cast<std::size_t>(
+        std::min<std::int64_t>(setup_.n_prompt + setup_.max_new_tokens, setup_.context)));
+}
+
+std::int64_t TokenSampler::n_generated() const {
+    return std::max<std::int64_t>(0, static_cast<std::int64_t>(history_.size()) - setup_.n_prompt);
+}
+
+bool TokenSampler::observe(std::int32_t pos0, std::span<const std::int32_t> ids) {
+    if (pos0 < 0 || static_cast<std::size_t>(pos0) > history_.size()) return false;
+    bool rewritten = false;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const auto pos = static_cast<std::size_t>(pos0) + i;
+        if (pos < history_.size()) {
+            if (history_[pos] == ids[i]) continue;
+            // Another continuation than the one we know (a resumed request re-sending its
+            // tokens): the new rows win.
+            history_.resize(pos);
+            rewritten = true;
+        }
+        history_.push_back(ids[i]);
+        if (json_ && !rewritten && static_cast<std::int64_t>(pos) >= setup_.n_prompt) {
+            json_->feed(texts_.text(ids[i]));
+        }
+    }
+    if (rewritten) rebuild_json_state();
+    return true;
+}
+
+void TokenSampler::rebuild_json_state() {
+    if (!setup_.json_object) return;
+    json_.emplace();
+    for (std::size_t p = static_cast<std::size_t>(setup_.n_prompt); p < history_.size(); ++p) {
+        json_->feed(texts_.text(history_[p]));
+    }
+}
+
+mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
+    mesh::SampledTokenInfo out;
+    out.request_id = request_id_;
+    const std::int64_t n_gen = n_generated();
+    const auto n_prompt = static_cast<std::size_t>(
+        std::min<std::int64_t>(setup_.n_prompt, static_cast<std::int64_t>(history_.size())));
+    if (finished_ || n_gen >= setup_.max_new_tokens ||
+        static_cast<std::int64_t>(history_.size()) >= setup_.context) {
+        finished_ = true;
+        out.finish = mesh::TokenFinish::kLength;
+        return out;
+    }
+
+    work_.assign(logits.begin(), logits.end());
+    constexpr float kMasked = -std::numeric_limits<float>::infinity();
+    for (const auto& [id, bias] : setup_.logit_bias) {
+        if (static_cast<std::size_t>(id) < work_.size()) {
+            work_[static_cast<std::size_t>(id)] += bias;
+        }
+    }
+    if (json_) {
+        // Only tokens whose text keeps the output a valid JSON-object prefix; stop tokens never
+        // (generation ends by itself once the object closes).
+        bool any = false;
+        for (std::size_t id = 0; id < work_.size(); ++id) {
+            if (work_[id] == kMasked) continue;
+            const std::string& t = texts_.text(static_cast<std::int32_t>(id));
+            auto probe = json_->clone();
+            if (t.empty() || model_.tokenizer.is_special(static_cast<std::int32_t>(id)) ||
+                !probe.feed(t)) {
+                work_[id] = kMasked;
+            } else {
+                any = true;
+            }
+        }
+        if (!any) {  // nothing can continue the object: end rather than emit invalid JSON
+            finished_ = true;
+            out.finish = mesh::TokenFinish::kStop;
+            return out;
+        }
+    }
+
+    const std::span<const std::int32_t> all(history_);
+    const model::TokenHistory history{all.first(n_prompt), all.subspan(n_prompt)};
+    const auto sampled =
+        model::sample_token(work_, setup_.sampling, history, static_cast<std::uint64_t>(n_gen));
+    out.token = sampled.token;
+    out.logprob = sampled.logprob;
+    if (setup_.logprobs && setup_.top_logprobs > 0) {
+        const auto lsm = model::log_softmax(model::process_logits(work_, setup_.sampling, history));
+        std::vector<std::int32_t> order(lsm.size());
+        std::iota(order.begin(), order.end(), 0);
+        const auto k =
+            std::min<std::size_t>(static_cast<std::size_t>(setup_.top_logprobs), order.size());
+        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k),
+                          order.end(), [&](std::int32_t a, std::int32_t b) {
+                              return lsm[static_cast<std::size_t>(a)] >
+                                     lsm[static_cast<std::size_t>(b)];
+                          });
+        out.top.reserve(k);
+        for (std::size_t i = 0; i < k; ++i) {
+            out.top.push_back({order[i], lsm[static_cast<std::size_t>(order[i])]});
+        }
+    }
+    history_.push_back(out.token);
+
+    const bool is_stop_id = std::find(model_.stop_ids.begin(), model_.stop_ids.end(), out.token) !=
+                            model_.stop_ids.end();
+    if (is_stop_id) {
+        out.finish = mesh::TokenFinish::kStop;
+    } else {
+        if (json_) json_->feed(texts_.text(out.token));
+        if (json_ && json_->is_complete()) {
+            out.finish = mesh::TokenFinish::kStop;
+        } else if (n_gen + 1 >= setup_.max_new_tokens ||
+                   static_cast<std::int64_t>(history_.size()) >= setup_.context) {
+            out.finish = mesh::TokenFinish::kLength;
+        }
+    }
+    finished_ = out.finish != mesh::TokenFinish::kContinue;
+    return out;
+}
+
+}  // namespace brigade::node
