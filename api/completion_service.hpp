@@ -282,6 +282,11 @@ public:
 
     // For GET /health. Cheap and thread-safe.
     virtual Health health() = 0;
+
+    // For GET /v1/mesh: the mesh's nodes, plan and links as JSON (node/mesh_status.hpp), or
+    // nullopt when this server is not part of a mesh (the route then answers 404). Thread-safe;
+    // may wait briefly for the mesh's own thread.
+    virtual std::optional<nlohmann::json> mesh_status() { return std::nullopt; }
 };
 
 }  // namespace brigade::api

@@ -34,11 +34,12 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
     return diff == 0;
 }
 
-enum class Route { health, models, chat, completions, unknown };
+enum class Route { health, models, mesh, chat, completions, unknown };
 
 Route route_of(std::string_view path) {
     if (path == "/health" || path == "/v1/health") return Route::health;
     if (path == "/v1/models" || path == "/models") return Route::models;
+    if (path == "/v1/mesh") return Route::mesh;
     if (path == "/v1/chat/completions" || path == "/chat/completions") return Route::chat;
     if (path == "/v1/completions" || path == "/completions") return Route::completions;
     return Route::unknown;
@@ -131,7 +132,7 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
             request_id);
         return result;
     }
-    const bool want_get = route == Route::health || route == Route::models;
+    const bool want_get = route == Route::health || route == Route::models || route == Route::mesh;
     if (request.method != (want_get ? "GET" : "POST") && !(want_get && request.method == "HEAD")) {
         result.response = error_response(
             make_api_error(ErrorKind::method_not_allowed,
@@ -169,6 +170,19 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
         case Route::models: {
             SimpleResponse response;
             response.body = dump_json(models_json(service_.list_models()));
+            result.response = std::move(response);
+            return result;
+        }
+        case Route::mesh: {
+            std::optional<nlohmann::json> status = service_.mesh_status();
+            if (!status) {
+                result.response = error_response(
+                    make_api_error(ErrorKind::route_not_found, "this server is not part of a mesh"),
+                    request_id);
+                return result;
+            }
+            SimpleResponse response;
+            response.body = dump_json(*status);
             result.response = std::move(response);
             return result;
         }
