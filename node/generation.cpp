@@ -54,6 +54,19 @@ model::Error bad_setup(const std::string& what) {
 
 }  // namespace
 
+bool GenerationSetup::operator==(const GenerationSetup& o) const {
+    const auto& a = sampling;
+    const auto& b = o.sampling;
+    const bool same_sampling =
+        a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
+        a.min_p == b.min_p && a.repetition_penalty == b.repetition_penalty &&
+        a.presence_penalty == b.presence_penalty && a.frequency_penalty == b.frequency_penalty &&
+        a.seed == b.seed;
+    return same_sampling && logit_bias == o.logit_bias && json_object == o.json_object &&
+           logprobs == o.logprobs && top_logprobs == o.top_logprobs && n_prompt == o.n_prompt &&
+           max_new_tokens == o.max_new_tokens && context == o.context;
+}
+
 std::vector<std::uint8_t> encode_generation_setup(const GenerationSetup& setup) {
     std::vector<std::uint8_t> out;
     out.reserve(64 + setup.logit_bias.size() * 8);

@@ -32,7 +32,8 @@ struct GenerationSetup {
     std::int64_t max_new_tokens = 0;  // in total, counting tokens generated before a resume
     std::int64_t context = 0;         // positions available per sequence
 
-    bool operator==(const GenerationSetup&) const = default;
+    // Field by field (model::SamplingParams has no operator==).
+    bool operator==(const GenerationSetup& o) const;
 };
 
 // A versioned byte encoding (RequestFrame::setup, ActivationEntry::setup). Decoding rejects
