@@ -15,7 +15,13 @@ slowly) and numpy for scripts/mlx_quant.py. Writes to --out:
   scripts/mlx_quant.py (config.json + model.safetensors + index; tokenizer and generation files
   are symlinks to the parent's);
 - reference.json: held-out perplexity (definition inside) for BF16, q8 and q4, greedy
-  continuations for three fixed prompts, parameter count, training time and hardware.
+  continuations for three fixed prompts, tool-call round trips (scripts/demo_tool_chats.py) and
+  conversations rendered by transformers' apply_chat_template, parameter count, training time
+  and hardware.
+
+Training data: plain text and chat examples from the corpus (a stream cut into 257-token blocks)
+plus synthetic tool-calling chats (scripts/demo_tool_chats.py) rendered through the chat template
+and packed whole into full-context blocks, --tool-batch of them added to every step.
 """
 
 import argparse
@@ -26,6 +32,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import sys
 import time
@@ -38,13 +45,48 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo_tool_chats  # noqa: E402
 import mlx_quant  # noqa: E402
 
 BOS, END, USER, ASSISTANT, SYSTEM = "<|bos|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"
-SPECIAL_TOKENS = [BOS, END, USER, ASSISTANT, SYSTEM]  # ids 0..4
-CHAT_TEMPLATE = ("{{ bos_token }}{% for message in messages %}"
-                 "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
-                 "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}")
+TOOL, TOOL_CALL, TOOL_CALL_END = "<|tool|>", "<tool_call>", "</tool_call>"
+SPECIAL_TOKENS = [BOS, END, USER, ASSISTANT, SYSTEM, TOOL, TOOL_CALL, TOOL_CALL_END]  # ids 0..7
+# Roles are `<|role|>\n…<|end|>\n`. With `tools`, a system turn (the caller's system message
+# first, then the tools as JSON, one per line) comes first; an assistant's `tool_calls` are written
+# Hermes/Qwen-style as `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (arguments as an
+# object), and a `tool` message is a `<|tool|>` turn. Without tools it is the issue-4 format.
+CHAT_TEMPLATE = """{{- bos_token }}
+{%- if tools %}
+{{- '<|system|>\\n' }}
+{%- if messages and messages[0]['role'] == 'system' %}
+{{- messages[0]['content'] + '\\n\\n' }}
+{%- endif %}
+{{- 'You can call these tools:\\n' }}
+{%- for tool in tools %}
+{{- (tool['function'] if tool['function'] is defined else tool) | tojson }}
+{{- '\\n' }}
+{%- endfor %}
+{{- 'To call one, reply with <tool_call>{"name": ..., "arguments": {...}}</tool_call>.<|end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if tools and loop.first and message['role'] == 'system' %}
+{%- elif message['role'] == 'assistant' and message['tool_calls'] is defined and message['tool_calls'] %}
+{{- '<|assistant|>\\n' }}
+{%- if message['content'] %}
+{{- message['content'] }}
+{%- endif %}
+{%- for call in message['tool_calls'] %}
+{%- set fn = call['function'] if call['function'] is defined else call %}
+{{- '<tool_call>{"name": ' + fn['name'] | tojson + ', "arguments": ' + fn['arguments'] | tojson + '}</tool_call>' }}
+{%- endfor %}
+{{- '<|end|>\\n' }}
+{%- else %}
+{{- '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|assistant|>\\n' }}
+{%- endif %}"""
 SYSTEM_PROMPT = "You are the Brigade demo model. You answer with a fortune or a paragraph of the Python documentation."
 
 SHAPE = dict(vocab_size=4096, hidden_size=192, intermediate_size=320, num_hidden_layers=4,
@@ -82,13 +124,41 @@ def validation_item(text):
     return int.from_bytes(digest[:8], "big") % 100 == 0
 
 
-def render_chat(messages, add_generation_prompt):
-    out = BOS
-    for m in messages:
-        out += f"<|{m['role']}|>\n{m['content']}{END}\n"
-    if add_generation_prompt:
-        out += f"{ASSISTANT}\n"
+def _compile_template():
+    """The chat template compiled the way transformers compiles it (sandbox, trim_blocks,
+    lstrip_blocks, its `tojson`), so rendering here is what apply_chat_template gives."""
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    return env.from_string(CHAT_TEMPLATE)
+
+
+_TEMPLATE = None
+
+
+def object_arguments(messages):
+    """OpenAI sends tool-call arguments as a JSON string; the template prints an object (servers
+    parse them first, as mlx-lm and Brigade do)."""
+    out = json.loads(json.dumps(messages))
+    for m in out:
+        for call in m.get("tool_calls") or []:
+            if isinstance(call["function"]["arguments"], str):
+                call["function"]["arguments"] = json.loads(call["function"]["arguments"])
     return out
+
+
+def render_chat(messages, add_generation_prompt, tools=None):
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        _TEMPLATE = _compile_template()
+    return _TEMPLATE.render(messages=object_arguments(messages), tools=tools, documents=None,
+                            add_generation_prompt=add_generation_prompt, bos_token=BOS, eos_token=END,
+                            pad_token=END, unk_token=None, additional_special_tokens=SPECIAL_TOKENS[2:])
 
 
 # ----------------------------------------------------------------------------- tokenizer
@@ -114,7 +184,7 @@ def write_tokenizer_files(tok, out):
         "bos_token": BOS, "eos_token": END, "pad_token": END, "unk_token": None,
         "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False,
         "model_max_length": SHAPE["max_position_embeddings"],
-        "additional_special_tokens": [USER, ASSISTANT, SYSTEM],
+        "additional_special_tokens": SPECIAL_TOKENS[2:],
         "chat_template": CHAT_TEMPLATE,
     }
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
@@ -157,6 +227,53 @@ def build_stream(tok, items, seed):
     encoded = tok.encode_batch(units)
     stream = np.concatenate([np.array(e.ids, dtype=np.int64) for e in encoded])
     return stream
+
+
+def short_chat_items(items, rng, max_chars=240):
+    """Short documentation/fortune answers with a question, for tool conversations that need none."""
+    out = []
+    for it in items:
+        if len(it["text"]) <= max_chars:
+            questions = DOC_QUESTIONS if it["kind"] == "doc" else FORTUNE_QUESTIONS
+            out.append({"question": rng.choice(questions).format(t=it["topic"]), "text": it["text"]})
+    return out
+
+
+def build_tool_blocks(tok, conversations, block, assistant_weight):
+    """Tool conversations rendered through the chat template, tokenized, and packed whole into
+    blocks of `block` tokens (a conversation never straddles two blocks, so every call sees its
+    tools); the rest of a block is padding that the loss ignores. Returns (ids, weights) tensors."""
+    texts = [render_chat(c["messages"], add_generation_prompt=False, tools=c["tools"]) for c in conversations]
+    encoded = [e.ids for e in tok.encode_batch(texts)]
+    kept = [e for e in encoded if len(e) <= block]
+    rows, current = [], []
+    for ids in kept:
+        if len(current) + len(ids) > block:
+            rows.append(current)
+            current = []
+        current = current + ids
+    if current:
+        rows.append(current)
+    end_id, assistant_id = tok.token_to_id(END), tok.token_to_id(ASSISTANT)
+    ids = np.full((len(rows), block), end_id, dtype=np.int64)
+    valid = np.zeros((len(rows), block), dtype=bool)  # padding is not scored
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = r
+        valid[i, :len(r)] = True
+    # The assistant's tokens (calls and answers, where copying from the context is learned) weigh
+    # `assistant_weight`, the rest (tool lists, questions, results) 1: a token is the assistant's
+    # when the last role marker or <|end|> before it is <|assistant|> (padding is <|end|>).
+    flat = ids.reshape(-1)
+    event = np.where(flat == assistant_id, 1, np.where(flat == end_id, 0, -1))
+    last = np.maximum.accumulate(np.where(event >= 0, np.arange(len(flat)), 0))
+    state = np.where(event[last] == 1, 1, 0)
+    speaking = np.concatenate([[0], state[:-1]]).reshape(ids.shape) == 1
+    weight = np.where(speaking, assistant_weight, 1.0).astype(np.float32) * valid
+    lengths = [len(e) for e in encoded]
+    stats = {"conversations": len(conversations), "kept": len(kept), "blocks": len(rows),
+             "tokens": int(sum(len(e) for e in kept)), "mean_tokens": round(float(np.mean(lengths)), 1),
+             "max_tokens": int(max(lengths)), "example": texts[0]}
+    return torch.from_numpy(ids), torch.from_numpy(weight), stats
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -216,6 +333,78 @@ def greedy_record(model, tok, kind, text, device):
             "first_end_index": stop, "ids_until_end": until,
             "text_until_end": tok.decode(until[:-1] if stop is not None else until, skip_special_tokens=False),
             "min_margin": min(margins), "min_margin_until_end": min(margins[: len(until)])}
+
+
+TOOL_CALL_RE = re.compile(re.escape(TOOL_CALL) + r"(.*?)" + re.escape(TOOL_CALL_END), re.S)
+
+
+def greedy_until_end(model, ids, max_new, device, end_id):
+    """Argmax decoding through the KV cache until <|end|> (included) or `max_new` tokens."""
+    out, margins = [], []
+    with torch.no_grad():
+        result = model(torch.tensor([ids], device=device), use_cache=True)
+        for _ in range(max_new):
+            logits = result.logits[0, -1].double()
+            top = torch.topk(logits, 2)
+            token = int(top.indices[0])
+            out.append(token)
+            margins.append(float(top.values[0] - top.values[1]))
+            if token == end_id:
+                break
+            result = model(torch.tensor([[token]], device=device), past_key_values=result.past_key_values,
+                           use_cache=True)
+    return out, margins
+
+
+def tool_turn(model, tok, messages, tools, device, max_new=96):
+    prompt = render_chat(messages, add_generation_prompt=True, tools=tools)
+    ids = tok.encode(prompt).ids
+    end_id = tok.token_to_id(END)
+    new, margins = greedy_until_end(model, ids, max_new, device, end_id)
+    text = tok.decode(new[:-1] if new and new[-1] == end_id else new, skip_special_tokens=False)
+    return {"messages": messages, "tools": tools, "prompt_text": prompt, "prompt_ids": ids, "ids": new,
+            "text": text, "ended": bool(new) and new[-1] == end_id, "min_margin": min(margins)}
+
+
+def parse_calls(text):
+    calls = []
+    for body in TOOL_CALL_RE.findall(text):
+        try:
+            calls.append(json.loads(body))
+        except ValueError:
+            calls.append({"unparsed": body})
+    return calls
+
+
+def evaluate_tools(model, tok, cases, device, keep=2):
+    """Round trips on prompts never trained on: did the first turn call the right tool with the
+    right arguments (and nothing else), and does the answer after the result contain it?"""
+    right_call = right_answer = 0
+    kept = []
+    for i, case in enumerate(cases):
+        user = [{"role": "user", "content": case["question"]}]
+        first = tool_turn(model, tok, user, case["tools"], device)
+        calls = parse_calls(first["text"])
+        ok_call = (first["ended"] and len(calls) == 1 and calls[0].get("name") == case["name"]
+                   and calls[0].get("arguments") == case["arguments"]
+                   and first["text"].strip().startswith(TOOL_CALL))
+        call = {"id": "call_1", "type": "function",
+                "function": {"name": case["name"], "arguments": json.dumps(case["arguments"], separators=(",", ":"))}}
+        messages = user + [{"role": "assistant", "content": "", "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": "call_1",
+                            "content": json.dumps(case["result"], separators=(",", ":"))}]
+        second = tool_turn(model, tok, messages, case["tools"], device)
+        ok_answer = (second["ended"] and TOOL_CALL not in second["text"]
+                     and all(x in second["text"] for x in case["expect_in_answer"]))
+        right_call += ok_call
+        right_answer += ok_answer
+        if i < keep:
+            kept.append({"case": case, "call": first, "answer": second, "right_call": ok_call,
+                         "right_answer": ok_answer})
+        if not (ok_call and ok_answer):
+            log(f"tool case {i} {case['question']!r} (wants {case['name']} {case['arguments']}, {case['result']}): "
+                f"call {first['text']!r} answer {second['text']!r}")
+    return {"cases": len(cases), "right_call": right_call, "right_answer": right_answer, "round_trips": kept}
 
 
 def float_model(state, config, device):
@@ -295,7 +484,7 @@ def main():
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--heldout", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, default=2500)
+    parser.add_argument("--steps", type=int, default=3500)
     parser.add_argument("--batch", type=int, default=96)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--eval-every", type=int, default=250)
@@ -306,6 +495,11 @@ def main():
     parser.add_argument("--checkpoint", default="", help="also save the float32 best state here")
     parser.add_argument("--resume-state", default="", help="skip training: load this float32 state (from --checkpoint)")
     parser.add_argument("--tokenizer-json", default="", help="reuse this tokenizer.json instead of training one")
+    parser.add_argument("--tool-conversations", type=int, default=40000, help="synthetic tool-calling chats")
+    parser.add_argument("--assistant-weight", type=float, default=3.0,
+                        help="loss weight of the assistant's tokens in tool chats (the rest weigh 1)")
+    parser.add_argument("--tool-batch", type=int, default=32,
+                        help="blocks of tool chats (max_position_embeddings tokens each) added to every step")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -353,6 +547,15 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {n_params} parameters")
 
+    tool_block = SHAPE["max_position_embeddings"] + 1
+    conversations = demo_tool_chats.training_conversations(
+        args.tool_conversations, args.seed, short_chat_items(train_items, random.Random(args.seed)),
+        demo_tool_chats.word_pool([it["text"] for it in train_items], random.Random(args.seed)))
+    tool_ids, tool_weight, tool_stats = build_tool_blocks(tok, conversations, tool_block, args.assistant_weight)
+    tool_ids, tool_weight = tool_ids.to(device), tool_weight.to(device)
+    log(f"tool chats: { {k: v for k, v in tool_stats.items() if k != 'example'} }")
+    log(f"tool chat example: {tool_stats['example']!r}")
+
     blocks = len(stream) // (TRAIN_CTX + 1)
     data = torch.from_numpy(stream[: blocks * (TRAIN_CTX + 1)].reshape(blocks, TRAIN_CTX + 1)).to(device)
     decay = [p for n, p in model.named_parameters() if p.ndim == 2]
@@ -381,6 +584,18 @@ def main():
             logits = model(batch[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
                                                  batch[:, 1:].reshape(-1))
+        if args.tool_batch > 0:
+            # Tool chats: whole conversations up to the full context, padding not scored; the two
+            # losses are weighted by their scored tokens.
+            tidx = torch.randint(0, len(tool_ids), (args.tool_batch,), generator=gen).to(device)
+            tbatch, tweight = tool_ids[tidx], tool_weight[tidx, 1:]
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+                tlogits = model(tbatch[:, :-1]).logits
+            per_token = torch.nn.functional.cross_entropy(tlogits.float().reshape(-1, tlogits.shape[-1]),
+                                                          tbatch[:, 1:].reshape(-1), reduction="none")
+            n_plain, tool_mass = batch[:, 1:].numel(), tweight.sum()
+            tloss = (per_token * tweight.reshape(-1)).sum() / tool_mass
+            loss = (loss * n_plain + tloss * tool_mass) / (n_plain + tool_mass)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -392,7 +607,8 @@ def main():
             model.train()
             curve.append({"step": step + 1, "train_loss": round(loss.item(), 4), "val_nll": round(val["mean_nll"], 4),
                           "seconds": round(time.time() - train_start, 1)})
-            log(f"step {step + 1}: train {loss.item():.4f} val {val['mean_nll']:.4f} lr {lr_at(step):.2e}")
+            tool_note = f" (tool chats {tloss.item():.4f})" if args.tool_batch > 0 else ""
+            log(f"step {step + 1}: train {loss.item():.4f}{tool_note} val {val['mean_nll']:.4f} lr {lr_at(step):.2e}")
             if val["mean_nll"] < best[0]:
                 best = (val["mean_nll"], step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
         if last:
@@ -421,6 +637,15 @@ def main():
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(args.out, dtype=torch.float32,
                                                                  attn_implementation="eager").to(device).eval()
     checks = {}
+    # Conversations rendered by transformers' apply_chat_template; tests render them with
+    # `brigade template` (arguments as the OpenAI JSON strings) and compare.
+    template_cases = [{"messages": c["messages"], "tools": c["tools"], "add_generation_prompt": False}
+                      for c in conversations[:6]]
+    template_cases.append({"messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                           "tools": demo_tool_chats.e2e_tools(), "add_generation_prompt": True})
+    template_cases.append({"messages": [{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": "Hi"}], "tools": None,
+                           "add_generation_prompt": True})
     try:
         hf_tok = AutoTokenizer.from_pretrained(args.out)
         checks["transformers_tokenizer_encodes_heldout_identically"] = (
@@ -428,6 +653,13 @@ def main():
         conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
         rendered = hf_tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
         checks["transformers_chat_template_matches_training_format"] = rendered == render_chat(conversation, True)
+        for c in template_cases:
+            hf = hf_tok.apply_chat_template(object_arguments(c["messages"]), tools=c["tools"], tokenize=False,
+                                            add_generation_prompt=c["add_generation_prompt"])
+            c["rendered"] = hf
+            c["matches_training_renderer"] = hf == render_chat(c["messages"], c["add_generation_prompt"], c["tools"])
+        checks["transformers_chat_template_matches_on_tool_chats"] = all(
+            c["matches_training_renderer"] for c in template_cases)
     except Exception as exc:  # recorded, not fatal: the training result is kept
         checks["transformers_tokenizer_error"] = repr(exc)
     log(f"checks: {checks}")
@@ -443,6 +675,13 @@ def main():
             kinds_needed[c["kind"]] -= 1
     if len(chosen) < 3:
         chosen = candidates[:3]
+    tool_cases = demo_tool_chats.evaluation_cases()
+    tools_bf16 = evaluate_tools(reloaded, tok, tool_cases, device)
+    tools_bf16_seen = evaluate_tools(reloaded, tok, demo_tool_chats.evaluation_cases(seen=True)[2:], device, keep=0)
+    log(f"tool round trips bf16, training cities and words: {tools_bf16_seen['right_call']}/{tools_bf16_seen['cases']} "
+        f"right calls, {tools_bf16_seen['right_answer']}/{tools_bf16_seen['cases']} answers with the result")
+    log(f"tool round trips bf16: {tools_bf16['right_call']}/{len(tool_cases)} right calls, "
+        f"{tools_bf16['right_answer']}/{len(tool_cases)} answers with the result")
     quant = {}
     for bits in (8, 4):
         qdir = os.path.join(args.out, f"mlx-q{bits}")
@@ -453,6 +692,9 @@ def main():
                        "greedy": [greedy_record(qmodel, tok, c["kind"], c["prompt_text"] if c["kind"] == "plain"
                                                 else c["messages"][0]["content"], device) for c in chosen]}
         log(f"held-out perplexity q{bits} {quant[bits]['perplexity']['perplexity']:.4f}")
+        quant[bits]["tools"] = evaluate_tools(qmodel, tok, tool_cases, device)
+        log(f"tool round trips q{bits}: {quant[bits]['tools']['right_call']}/{len(tool_cases)} right calls, "
+            f"{quant[bits]['tools']['right_answer']}/{len(tool_cases)} answers with the result")
 
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu"
     definition = (
@@ -493,6 +735,15 @@ def main():
                          "change it by far less",
         },
         "checks": checks,
+        "chat_template_cases": template_cases,
+        "tool_calls": {
+            "note": "greedy round trips (float32, KV cache) on prompts whose cities, words and numbers are not in "
+                    "the training chats (scripts/demo_tool_chats.py evaluation_cases; the first two are what the "
+                    "serve and e2e tests send): right_call = the first turn is exactly one <tool_call> with the "
+                    "expected name and arguments; right_answer = after the tool result the reply contains it",
+            "training": {k: v for k, v in tool_stats.items() if k != "example"},
+            "bf16": tools_bf16, "mlx_q8": quant[8]["tools"], "mlx_q4": quant[4]["tools"],
+            "bf16_training_cities_and_words": tools_bf16_seen},
         "greedy": {"note": f"argmax continuation ({GREEDY_NEW_TOKENS} new tokens, continuing past <|end|>; "
                            "first_end_index / ids_until_end give the stop-on-EOS view) computed in float32 from the "
                            "stored BF16 weights; prompt_ids are exactly what the model saw",
