@@ -39,5 +39,6 @@ void add_serve_command(CLI::App& app, CommandSet& commands);
 void add_chat_command(CLI::App& app, CommandSet& commands);
 void add_plan_command(CLI::App& app, CommandSet& commands);
 void add_mesh_command(CLI::App& app, CommandSet& commands);
+void add_status_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace brigade::node
