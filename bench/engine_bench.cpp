@@ -1,9 +1,20 @@
 // engine_bench: load time, prompt processing and decode speed of the engine on random
-// checkpoints shaped like real models (issue 2 "Benchmark"), next to this machine's measured
-// memory bandwidth and the decode ceiling it implies (weight bytes read per token / bandwidth).
+// checkpoints shaped like real models (issues 2 and 8), each next to the bound this machine
+// allows, measured in the same run:
 //
-//   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4] [--prompt 512]
-//                [--decode 32] [--threads 0] [--backend cpu] [--layers N] [--dir DIR] [--keep]
+//   prompt processing (--prompts 512,4096): tok/s vs the rate OpenBLAS sgemm reaches on the
+//       model's layer matrix shapes at that many tokens (f32 weights, all threads), applied to
+//       the prompt's matmul and causal-attention flops
+//   decode, 1 sequence: tok/s vs read bandwidth / (weight + KV bytes read per token)
+//   decode, 4 and 16 sequences batched: aggregate tok/s vs the larger of the bandwidth time
+//       and the flops at the sgemm rate, and the speed-up over 1 sequence
+//   long context (--contexts 8192,32768): decode with that many cached positions (K/V filled
+//       with random values, no prefill) vs the bandwidth bound, and vs "1-sequence decode time
+//       plus the extra KV bytes at the measured bandwidth" (what the longer context explains)
+//
+//   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
+//                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
+//                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with
@@ -24,6 +35,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/cpu/blas_gemm.hpp"
 #include "model/forward.hpp"
 #include "model/io/quantize.hpp"
 #include "model/io/safetensors_writer.hpp"
@@ -65,6 +77,20 @@ const Shape kLlama1b = {"llama-3.2-1b",
                          {"original_max_position_embeddings", 8192}},
                         5e5};
 
+// xorshift64*: random weights for gigabytes of checkpoint in seconds.
+struct FastRng {
+    std::uint64_t s = 0x9E3779B97F4A7C15ull;
+    std::uint64_t next() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return s * 0x2545F4914F6CDD1Dull;
+    }
+    float uniform(float lo, float hi) {
+        return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
+    }
+};
+
 // One tensor of the file: header entry plus a generator of its bytes.
 struct Planned {
     std::string name, dtype;
@@ -90,7 +116,7 @@ public:
                                  {"rms_norm_eps", 1e-6},
                                  {"rope_theta", s_.rope_theta},
                                  {"rope_scaling", s_.rope_scaling},
-                                 {"max_position_embeddings", 32768},
+                                 {"max_position_embeddings", 65536},
                                  {"tie_word_embeddings", s_.tie}};
         if (bits_ != 0) {
             config["quantization"] = {{"bits", bits_}, {"group_size", 64}, {"mode", "affine"}};
@@ -165,8 +191,8 @@ private:
     // Data in planned order. A quantized matrix is produced in row blocks: its packed words
     // stream out, its scales and biases are kept until the words are written.
     void emit(std::ofstream& out) {
-        std::mt19937 rng(1234);
-        std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
+        FastRng rng;
+        auto dist = [](FastRng& g) { return g.uniform(-0.05f, 0.05f); };
         std::string scales, biases;
         auto ends_with = [](const std::string& s, const std::string& tail) {
             return s.size() >= tail.size() &&
@@ -255,8 +281,15 @@ std::vector<std::string> split_list(const std::string& s) {
 
 struct Result {
     std::string model, format;
-    double file_gb = 0, load_s = 0, first_s = 0, pp_tps = 0, tg1_tps = 0, tg4_tps = 0,
-           bytes_per_token = 0;
+    double file_gb = 0, load_s = 0, first_s = 0, weight_bytes = 0, kv_bytes_per_pos = 0;
+    std::vector<int> prompts;
+    std::vector<double> pp_tps, pp_bound_tps;
+    double tg1_tps = 0, tg1_bound_tps = 0;
+    int tg1_context = 0;
+    std::vector<int> batches;
+    std::vector<double> tgb_tps, tgb_bound_tps;
+    std::vector<int> contexts;
+    std::vector<double> ctx_tps, ctx_bound_tps, ctx_explained_tps;
 };
 
 // Weight bytes one decode step reads: every layer matrix and the lm_head (embedding lookups
@@ -271,8 +304,82 @@ double decode_bytes(const brigade::model::StageWeights& w) {
     return bytes;
 }
 
+// GFLOP/s OpenBLAS sgemm reaches with all threads on the model's layer matmuls at n tokens:
+// total flops / total time over one layer's matrices (f32 weights, best of 2).
+double sgemm_rate_gflops(const Shape& s, std::int64_t n, int n_threads) {
+    namespace cpu = brigade::model::cpu;
+    if (!cpu::have_blas()) return 0.0;
+    const std::int64_t q = static_cast<std::int64_t>(s.heads) * s.head_dim;
+    const std::int64_t kv = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
+    const std::int64_t shapes[][2] = {{q, s.hidden},
+                                      {kv, s.hidden},
+                                      {kv, s.hidden},
+                                      {s.hidden, q},
+                                      {s.intermediate, s.hidden},
+                                      {s.intermediate, s.hidden},
+                                      {s.hidden, s.intermediate}};
+    FastRng rng;
+    cpu::blas_set_threads(n_threads);
+    double flops = 0, seconds = 0;
+    for (const auto& sh : shapes) {
+        std::vector<float> w(static_cast<std::size_t>(sh[0] * sh[1]));
+        std::vector<float> x(static_cast<std::size_t>(n * sh[1]));
+        std::vector<float> y(static_cast<std::size_t>(n * sh[0]));
+        for (auto& v : w) v = rng.uniform(-0.05f, 0.05f);
+        for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
+        double best = 1e30;
+        for (int r = 0; r < 3; ++r) {
+            const auto t0 = Clock::now();
+            cpu::gemm_panel(x.data(), n, sh[1], w.data(), sh[0], y.data(), sh[0]);
+            if (r > 0) best = std::min(best, seconds_since(t0));
+        }
+        flops += 2.0 * static_cast<double>(n * sh[0] * sh[1]);
+        seconds += best;
+    }
+    cpu::blas_single_threaded();
+    return flops / seconds / 1e9;
+}
+
+// Flops of one layer for a prompt of n tokens: the matmuls and causal attention (QKᵀ and PV).
+double layer_prompt_flops(const Shape& s, std::int64_t n) {
+    const double q = static_cast<double>(s.heads) * s.head_dim;
+    const double kv = static_cast<double>(s.kv_heads) * s.head_dim;
+    const double params =
+        2.0 * q * s.hidden + 2.0 * kv * s.hidden + 3.0 * s.intermediate * s.hidden;
+    const double pairs = static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
+    return 2.0 * static_cast<double>(n) * params + 4.0 * pairs * q;
+}
+
+brigade::model::SequenceBatchEntry entry(std::uint64_t seq, std::vector<std::int32_t> toks,
+                                         std::int32_t pos0) {
+    brigade::model::SequenceBatchEntry e;
+    e.seq_id = seq;
+    e.n_tokens = static_cast<std::int32_t>(toks.size());
+    e.tokens = std::move(toks);
+    e.pos0 = pos0;
+    return e;
+}
+
+// Fills positions [0, n) of every local layer's K and V of `seq` with random values, one
+// thread per layer (gigabytes at 32k context).
+void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::int64_t kv_dim,
+             std::int64_t n) {
+    std::vector<std::thread> threads;
+    for (int l = 0; l < n_layers; ++l) {
+        threads.emplace_back([&, l] {
+            FastRng rng;
+            rng.s += static_cast<std::uint64_t>(l) * 7919;
+            for (float* p : {kv.keys(seq, l), kv.values(seq, l)}) {
+                for (std::int64_t i = 0; i < n * kv_dim; ++i) p[i] = rng.uniform(-1.0f, 1.0f);
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+}
+
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
-              BackendKind kind, int threads, int n_prompt, int n_decode, Result& r) {
+              BackendKind kind, int threads, const std::vector<int>& prompts,
+              const std::vector<int>& contexts, int n_decode, double bandwidth_gbs, Result& r) {
     using namespace brigade::model;
     r.model = shape.name;
     r.format = format;
@@ -284,9 +391,13 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
         std::fprintf(stderr, "backend: %s\n", backend.error().message.c_str());
         return false;
     }
+    int max_prompt = 512;
+    for (int p : prompts) max_prompt = std::max(max_prompt, p);
+    int max_context = max_prompt;
+    for (int c : contexts) max_context = std::max(max_context, c);
     auto t0 = Clock::now();
     StageOptions so;
-    so.max_context = n_prompt + n_decode + 64;
+    so.max_context = max_context + n_decode + 64;
     auto stage = Stage::load(dir, {0, shape.layers}, **backend, so);
     if (!stage) {
         std::fprintf(stderr, "load: %s\n", stage.error().message.c_str());
@@ -294,18 +405,18 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     }
     r.load_s = seconds_since(t0);
     auto& s = **stage;
-    r.bytes_per_token = decode_bytes(s.weights());
+    r.weight_bytes = decode_bytes(s.weights());
+    r.kv_bytes_per_pos = static_cast<double>(s.kv_cache().bytes_per_position());
+    const int n_threads =
+        threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const double bw = bandwidth_gbs * 1e9;
 
-    std::vector<std::int32_t> prompt(static_cast<std::size_t>(n_prompt));
-    for (int i = 0; i < n_prompt; ++i)
-        prompt[static_cast<std::size_t>(i)] = (i * 7919 + 13) % shape.vocab;
-    auto entry = [](std::uint64_t seq, std::vector<std::int32_t> toks, std::int32_t pos0) {
-        SequenceBatchEntry e;
-        e.seq_id = seq;
-        e.n_tokens = static_cast<std::int32_t>(toks.size());
-        e.tokens = std::move(toks);
-        e.pos0 = pos0;
-        return e;
+    auto prompt_of = [&](int n, int salt) {
+        std::vector<std::int32_t> p(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) {
+            p[static_cast<std::size_t>(i)] = (i * 7919 + 13 + salt) % shape.vocab;
+        }
+        return p;
     };
     // Warm-up: fault in every weight page once (the first touch of an mmap reads the disk).
     t0 = Clock::now();
@@ -313,44 +424,185 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     r.first_s = seconds_since(t0);
     s.kv_cache().release(99);
 
-    t0 = Clock::now();
-    auto pp = s.run_layers({entry(1, prompt, 0)});
-    if (!pp) return false;
-    r.pp_tps = n_prompt / seconds_since(t0);
+    // Prompt processing, one chunk per prompt; the sgemm rate at that many tokens is the bound.
+    const double rate512 = sgemm_rate_gflops(shape, 512, n_threads);
+    for (int n : prompts) {
+        const double rate = n == 512 ? rate512 : sgemm_rate_gflops(shape, n, n_threads);
+        t0 = Clock::now();
+        auto pp = s.run_layers({entry(1, prompt_of(n, 0), 0)});
+        if (!pp) return false;
+        const double secs = seconds_since(t0);
+        s.kv_cache().release(1);
+        r.prompts.push_back(n);
+        r.pp_tps.push_back(n / secs);
+        const double flops = shape.layers * layer_prompt_flops(shape, n);
+        r.pp_bound_tps.push_back(rate > 0 ? n / (flops / (rate * 1e9)) : 0.0);
+    }
 
+    // One sequence after a 512-token prompt.
+    const int prompt = 512;
+    if (!s.run_layers({entry(1, prompt_of(prompt, 0), 0)})) return false;
     t0 = Clock::now();
     for (int step = 0; step < n_decode; ++step) {
-        auto o = s.run_layers({entry(1, {(step * 31) % shape.vocab}, n_prompt + step)});
+        auto o = s.run_layers({entry(1, {(step * 31) % shape.vocab}, prompt + step)});
         if (!o) return false;
     }
-    r.tg1_tps = n_decode / seconds_since(t0);
+    const double t_tok = seconds_since(t0) / n_decode;
+    r.tg1_tps = 1.0 / t_tok;
+    r.tg1_context = prompt + n_decode / 2;
+    r.tg1_bound_tps = bw / (r.weight_bytes + r.tg1_context * r.kv_bytes_per_pos);
+    s.kv_cache().release(1);
 
-    // Four sequences with short prompts, decoded together in one batch per step.
-    const int short_prompt = 16;
-    for (std::uint64_t seq = 10; seq < 14; ++seq) {
-        std::vector<std::int32_t> p(prompt.begin(), prompt.begin() + short_prompt);
-        p[0] = static_cast<std::int32_t>(seq);
-        if (!s.run_layers({entry(seq, p, 0)})) return false;
-    }
-    t0 = Clock::now();
-    for (int step = 0; step < n_decode; ++step) {
-        std::vector<SequenceBatchEntry> batch;
-        for (std::uint64_t seq = 10; seq < 14; ++seq) {
-            batch.push_back(
-                entry(seq, {static_cast<std::int32_t>((step + seq) % 100)}, short_prompt + step));
+    // Batches of sequences with 16-token prompts, decoded together in one run_layers per step.
+    // Multiply-adds per token: lm_head plus every layer matrix (one token's prompt flops
+    // without its attention term, halved).
+    double params = static_cast<double>(shape.vocab) * shape.hidden;
+    params +=
+        shape.layers * (layer_prompt_flops(shape, 1) - 4.0 * shape.heads * shape.head_dim) / 2.0;
+    for (int b : {4, 16}) {
+        const int short_prompt = 16;
+        for (int i = 0; i < b; ++i) {
+            auto p = prompt_of(short_prompt, i);
+            if (!s.run_layers({entry(10 + static_cast<std::uint64_t>(i), p, 0)})) return false;
         }
-        if (!s.run_layers(batch)) return false;
+        t0 = Clock::now();
+        for (int step = 0; step < n_decode; ++step) {
+            std::vector<SequenceBatchEntry> batch;
+            for (int i = 0; i < b; ++i) {
+                batch.push_back(entry(10 + static_cast<std::uint64_t>(i),
+                                      {static_cast<std::int32_t>((step + i) % 100)},
+                                      short_prompt + step));
+            }
+            if (!s.run_layers(batch)) return false;
+        }
+        const double secs = seconds_since(t0) / n_decode;
+        for (int i = 0; i < b; ++i) s.kv_cache().release(10 + static_cast<std::uint64_t>(i));
+        const double t_bound =
+            std::max(r.weight_bytes / bw, rate512 > 0 ? b * 2.0 * params / (rate512 * 1e9) : 0.0);
+        r.batches.push_back(b);
+        r.tgb_tps.push_back(b / secs);
+        r.tgb_bound_tps.push_back(b / t_bound);
     }
-    r.tg4_tps = 4.0 * n_decode / seconds_since(t0);
+
+    // Long contexts: K/V of `ctx` positions filled directly, then n_decode tokens decoded.
+    for (int ctx : contexts) {
+        const std::uint64_t seq = 1000;
+        if (!s.kv_cache().reserve(seq, ctx + n_decode)) return false;
+        fill_kv(s.kv_cache(), seq, shape.layers,
+                static_cast<std::int64_t>(shape.kv_heads) * shape.head_dim, ctx);
+        s.kv_cache().set_length(seq, ctx);
+        const int n_ctx_decode = std::max(4, n_decode / 2);
+        t0 = Clock::now();
+        for (int step = 0; step < n_ctx_decode; ++step) {
+            if (!s.run_layers({entry(seq, {(step * 31) % shape.vocab}, ctx + step)})) return false;
+        }
+        const double secs = seconds_since(t0) / n_ctx_decode;
+        s.kv_cache().release(seq);
+        const double kv_bytes = (ctx + n_ctx_decode / 2.0) * r.kv_bytes_per_pos;
+        r.contexts.push_back(ctx);
+        r.ctx_tps.push_back(1.0 / secs);
+        r.ctx_bound_tps.push_back(bw / (r.weight_bytes + kv_bytes));
+        const double extra = kv_bytes - r.tg1_context * r.kv_bytes_per_pos;
+        r.ctx_explained_tps.push_back(1.0 / (t_tok + extra / bw));
+    }
     return true;
+}
+
+std::vector<int> int_list(const std::string& s) {
+    std::vector<int> out;
+    for (const auto& item : split_list(s)) out.push_back(std::stoi(item));
+    return out;
+}
+
+double pct(double v, double bound) { return bound > 0 ? 100.0 * v / bound : 0.0; }
+
+void print_tables(const std::vector<Result>& results, double bw) {
+    std::printf(
+        "\n| model | format | file GB | load s | weight MB/token | tg1 tok/s | bound "
+        "tok/s (%.0f GB/s) | ratio |\n|---|---|---|---|---|---|---|---|\n",
+        bw);
+    for (const auto& r : results) {
+        std::printf("| %s | %s | %.2f | %.3f | %.0f | %.2f | %.1f | %.0f%% |\n", r.model.c_str(),
+                    r.format.c_str(), r.file_gb, r.load_s, r.weight_bytes / 1e6, r.tg1_tps,
+                    r.tg1_bound_tps, pct(r.tg1_tps, r.tg1_bound_tps));
+    }
+    std::printf(
+        "\n| model | format | batch | aggregate tok/s | speed-up over 1 | bound tok/s | "
+        "ratio |\n|---|---|---|---|---|---|---|\n");
+    for (const auto& r : results) {
+        for (std::size_t i = 0; i < r.batches.size(); ++i) {
+            std::printf("| %s | %s | %d | %.1f | %.2f | %.1f | %.0f%% |\n", r.model.c_str(),
+                        r.format.c_str(), r.batches[i], r.tgb_tps[i], r.tgb_tps[i] / r.tg1_tps,
+                        r.tgb_bound_tps[i], pct(r.tgb_tps[i], r.tgb_bound_tps[i]));
+        }
+    }
+    std::printf(
+        "\n| model | format | context | tok/s | bound tok/s | ratio | explained tok/s | "
+        "ratio to explained |\n|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : results) {
+        for (std::size_t i = 0; i < r.contexts.size(); ++i) {
+            std::printf("| %s | %s | %d | %.2f | %.1f | %.0f%% | %.2f | %.0f%% |\n",
+                        r.model.c_str(), r.format.c_str(), r.contexts[i], r.ctx_tps[i],
+                        r.ctx_bound_tps[i], pct(r.ctx_tps[i], r.ctx_bound_tps[i]),
+                        r.ctx_explained_tps[i], pct(r.ctx_tps[i], r.ctx_explained_tps[i]));
+        }
+    }
+    std::printf(
+        "\n| model | format | prompt | tok/s | sgemm-rate bound tok/s | ratio |\n"
+        "|---|---|---|---|---|---|\n");
+    for (const auto& r : results) {
+        for (std::size_t i = 0; i < r.prompts.size(); ++i) {
+            std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% |\n", r.model.c_str(),
+                        r.format.c_str(), r.prompts[i], r.pp_tps[i], r.pp_bound_tps[i],
+                        pct(r.pp_tps[i], r.pp_bound_tps[i]));
+        }
+    }
+}
+
+void write_json(const std::string& path, const std::vector<Result>& results, double bw1, double bwn,
+                int n_threads) {
+    nlohmann::json j;
+    j["read_bandwidth_gbs_1_thread"] = bw1;
+    j["read_bandwidth_gbs"] = bwn;
+    j["threads"] = n_threads;
+    for (const auto& r : results) {
+        nlohmann::json c = {
+            {"model", r.model},
+            {"format", r.format},
+            {"file_gb", r.file_gb},
+            {"load_s", r.load_s},
+            {"first_run_s", r.first_s},
+            {"weight_bytes_per_token", r.weight_bytes},
+            {"kv_bytes_per_position", r.kv_bytes_per_pos},
+            {"decode",
+             {{"tok_s", r.tg1_tps}, {"bound_tok_s", r.tg1_bound_tps}, {"context", r.tg1_context}}}};
+        for (std::size_t i = 0; i < r.prompts.size(); ++i) {
+            c["prompt"].push_back({{"tokens", r.prompts[i]},
+                                   {"tok_s", r.pp_tps[i]},
+                                   {"bound_tok_s", r.pp_bound_tps[i]}});
+        }
+        for (std::size_t i = 0; i < r.batches.size(); ++i) {
+            c["batched"].push_back({{"sequences", r.batches[i]},
+                                    {"tok_s", r.tgb_tps[i]},
+                                    {"bound_tok_s", r.tgb_bound_tps[i]}});
+        }
+        for (std::size_t i = 0; i < r.contexts.size(); ++i) {
+            c["long_context"].push_back({{"context", r.contexts[i]},
+                                         {"tok_s", r.ctx_tps[i]},
+                                         {"bound_tok_s", r.ctx_bound_tps[i]},
+                                         {"explained_tok_s", r.ctx_explained_tps[i]}});
+        }
+        j["cases"].push_back(c);
+    }
+    std::ofstream(path) << j.dump(2) << "\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string models = "qwen2.5-0.5b,llama-3.2-1b", formats = "bf16,q8,q4", backend = "cpu";
-    std::string dir_arg;
-    int threads = 0, n_prompt = 512, n_decode = 32, layers = 0;
+    std::string dir_arg, json_path, prompts_arg = "512,4096", contexts_arg = "8192,32768";
+    int threads = 0, n_decode = 32, layers = 0;
     bool keep = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -367,8 +619,10 @@ int main(int argc, char** argv) {
             formats = next();
         else if (a == "--threads")
             threads = std::stoi(next());
-        else if (a == "--prompt")
-            n_prompt = std::stoi(next());
+        else if (a == "--prompts")
+            prompts_arg = next();
+        else if (a == "--contexts")
+            contexts_arg = next();
         else if (a == "--decode")
             n_decode = std::stoi(next());
         else if (a == "--layers")
@@ -377,19 +631,24 @@ int main(int argc, char** argv) {
             backend = next();
         else if (a == "--dir")
             dir_arg = next();
+        else if (a == "--json")
+            json_path = next();
         else if (a == "--keep")
             keep = true;
         else {
             std::fprintf(stderr,
                          "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
-                         "[--prompt N] [--decode N] [--threads N] [--layers N] "
-                         "[--backend cpu|reference] [--dir DIR] [--keep]\n");
+                         "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
+                         "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
+                         "[--keep] [--json FILE]\n");
             return 2;
         }
     }
     const BackendKind kind = backend == "reference" ? BackendKind::kReference : BackendKind::kCpu;
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int n_threads = threads > 0 ? threads : hw;
+    const std::vector<int> prompts = int_list(prompts_arg);
+    const std::vector<int> contexts = int_list(contexts_arg);
     std::filesystem::path root = dir_arg.empty()
                                      ? std::filesystem::temp_directory_path() /
                                            ("brigade-engine-bench-" + std::to_string(::getpid()))
@@ -418,25 +677,18 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "wrote %s in %.1fs\n", dir.c_str(), seconds_since(t0));
             }
             Result r;
-            if (!run_case(dir, shape, f, kind, threads, n_prompt, n_decode, r)) return 1;
+            if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, bwn, r)) {
+                return 1;
+            }
             results.push_back(r);
-            std::fprintf(stderr, "%s %s: pp %.1f tok/s, tg1 %.2f tok/s, tg4 %.2f tok/s\n",
-                         r.model.c_str(), r.format.c_str(), r.pp_tps, r.tg1_tps, r.tg4_tps);
+            std::fprintf(stderr, "%s %s: tg1 %.2f tok/s (bound %.1f)\n", r.model.c_str(),
+                         r.format.c_str(), r.tg1_tps, r.tg1_bound_tps);
+            if (!keep && dir_arg.empty()) std::filesystem::remove_all(dir);
         }
     }
-    std::printf(
-        "\n| model | format | file GB | load s | pp%d tok/s | tg tok/s (1 seq) | tg tok/s "
-        "(4 seq) | weight MB/token | ceiling tok/s (%.0f GB/s) | tg1 / ceiling |\n",
-        n_prompt, bwn);
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (const auto& r : results) {
-        const double ceiling = bwn * 1e9 / r.bytes_per_token;
-        std::printf(
-            "| %s | %s | %.2f | %.3f | %.2f | %.1f | %.2f | %.2f | %.0f | %.1f | %.0f%% |\n",
-            r.model.c_str(), r.format.c_str(), r.file_gb, r.load_s, r.first_s, r.pp_tps, r.tg1_tps,
-            r.tg4_tps, r.bytes_per_token / 1e6, ceiling, 100.0 * r.tg1_tps / ceiling);
-    }
+    print_tables(results, bwn);
     std::printf("\nbackend %s, %d threads, %d hardware threads\n", backend.c_str(), n_threads, hw);
+    if (!json_path.empty()) write_json(json_path, results, bw1, bwn, n_threads);
     if (!keep && dir_arg.empty()) std::filesystem::remove_all(root);
     return 0;
 }

@@ -43,18 +43,47 @@ HWY_INLINE float dot(const float* a, const float* b, std::int64_t d) {
     return s;
 }
 
-// acc[0..d) = acc * keep + p * v
-HWY_INLINE void scale_add(float* acc, float keep, float p, const float* v, std::int64_t d) {
+// acc[0..d) = acc * keep + Σ_j p[j] * v_j for `count` value rows v_j = v0 + j * stride.
+// The output stays in registers for a chunk of 4 vectors while every key of the block is
+// added, so acc is loaded and stored once per block, not once per key.
+HWY_INLINE void accumulate_values(float* HWY_RESTRICT acc, float keep, const float* p,
+                                  const float* v0, std::int64_t stride, std::int64_t count,
+                                  std::int64_t d) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
     const auto vk = hn::Set(df, keep);
-    const auto vp = hn::Set(df, p);
-    std::int64_t j = 0;
-    for (; j + n <= d; j += n) {
-        const auto a = hn::Mul(hn::LoadU(df, acc + j), vk);
-        hn::StoreU(hn::MulAdd(hn::LoadU(df, v + j), vp, a), df, acc + j);
+    std::int64_t c = 0;
+    for (; c + 4 * n <= d; c += 4 * n) {
+        auto a0 = hn::Mul(hn::LoadU(df, acc + c), vk);
+        auto a1 = hn::Mul(hn::LoadU(df, acc + c + n), vk);
+        auto a2 = hn::Mul(hn::LoadU(df, acc + c + 2 * n), vk);
+        auto a3 = hn::Mul(hn::LoadU(df, acc + c + 3 * n), vk);
+        const float* v = v0 + c;
+        for (std::int64_t j = 0; j < count; ++j, v += stride) {
+            const auto pj = hn::Set(df, p[j]);
+            a0 = hn::MulAdd(pj, hn::LoadU(df, v), a0);
+            a1 = hn::MulAdd(pj, hn::LoadU(df, v + n), a1);
+            a2 = hn::MulAdd(pj, hn::LoadU(df, v + 2 * n), a2);
+            a3 = hn::MulAdd(pj, hn::LoadU(df, v + 3 * n), a3);
+        }
+        hn::StoreU(a0, df, acc + c);
+        hn::StoreU(a1, df, acc + c + n);
+        hn::StoreU(a2, df, acc + c + 2 * n);
+        hn::StoreU(a3, df, acc + c + 3 * n);
     }
-    for (; j < d; ++j) acc[j] = acc[j] * keep + p * v[j];
+    for (; c + n <= d; c += n) {
+        auto a0 = hn::Mul(hn::LoadU(df, acc + c), vk);
+        const float* v = v0 + c;
+        for (std::int64_t j = 0; j < count; ++j, v += stride) {
+            a0 = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, v), a0);
+        }
+        hn::StoreU(a0, df, acc + c);
+    }
+    for (; c < d; ++c) {
+        float a = acc[c] * keep;
+        for (std::int64_t j = 0; j < count; ++j) a += p[j] * v0[j * stride + c];
+        acc[c] = a;
+    }
 }
 
 // scores[0..n) = exp(scores - m); returns their sum.
@@ -81,38 +110,41 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
                          float* acc, float* scores) {
     const std::int64_t group = a.n_heads / a.n_kv_heads;
     const std::int64_t d = a.head_dim;
-    const std::int64_t n_rows = (tile.q_end - tile.q_begin) * group;
+    const std::int64_t n_rows = tile.n_rows(group);
+    const std::int64_t q_rows = (tile.q_end - tile.q_begin) * group;  // rows per KV head
     std::fill(m, m + n_rows, -INFINITY);
     std::fill(l, l + n_rows, 0.0f);
     std::fill(acc, acc + n_rows * d, 0.0f);
     const std::int64_t kv_stride = a.n_kv_heads * d;
+    // Key blocks outermost: a block of every KV head of the tile (at most 64 keys x kv_dim
+    // floats of K and of V) stays in L1/L2 while all of the tile's query rows use it.
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
-        for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
-            // Query qi sees keys [0, q_pos0 + qi + 1).
-            const std::int64_t limit = std::min(ke, a.q_pos0 + qi + 1);
-            if (limit <= kb) continue;
-            const std::int64_t count = limit - kb;
-            for (std::int64_t hh = 0; hh < group; ++hh) {
-                const std::int64_t h = tile.kv_head * group + hh;
-                const std::int64_t row = (qi - tile.q_begin) * group + hh;
-                const float* q = a.q + (qi * a.n_heads + h) * d;
-                float block_max = -INFINITY;
-                for (std::int64_t j = 0; j < count; ++j) {
-                    const float* k = a.k + (kb + j) * kv_stride + tile.kv_head * d;
-                    scores[j] = dot(q, k, d) * a.scale;
-                    block_max = std::max(block_max, scores[j]);
-                }
-                const float m_new = std::max(m[row], block_max);
-                const float keep = std::exp(m[row] - m_new);  // 0 on the first block
-                const float block_sum = exp_shifted(scores, count, m_new);
-                l[row] = l[row] * keep + block_sum;
-                m[row] = m_new;
-                float* out = acc + row * d;
-                const float* v0 = a.v + kb * kv_stride + tile.kv_head * d;
-                scale_add(out, keep, scores[0], v0, d);
-                for (std::int64_t j = 1; j < count; ++j) {
-                    scale_add(out, 1.0f, scores[j], v0 + j * kv_stride, d);
+        for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {
+            const float* k0 = a.k + kb * kv_stride + kvh * d;
+            const float* v0 = a.v + kb * kv_stride + kvh * d;
+            for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
+                // Query qi sees keys [0, q_pos0 + qi + 1).
+                const std::int64_t limit = std::min(ke, a.q_pos0 + qi + 1);
+                if (limit <= kb) continue;
+                const std::int64_t count = limit - kb;
+                for (std::int64_t hh = 0; hh < group; ++hh) {
+                    const std::int64_t h = kvh * group + hh;
+                    const std::int64_t row =
+                        (kvh - tile.kv_head_begin) * q_rows + (qi - tile.q_begin) * group + hh;
+                    const float* q = a.q + (qi * a.n_heads + h) * d;
+                    float block_max = -INFINITY;
+                    const float* k = k0;
+                    for (std::int64_t j = 0; j < count; ++j, k += kv_stride) {
+                        scores[j] = dot(q, k, d) * a.scale;
+                        block_max = std::max(block_max, scores[j]);
+                    }
+                    const float m_new = std::max(m[row], block_max);
+                    const float keep = std::exp(m[row] - m_new);  // 0 on the first block
+                    const float block_sum = exp_shifted(scores, count, m_new);
+                    l[row] = l[row] * keep + block_sum;
+                    m[row] = m_new;
+                    accumulate_values(acc + row * d, keep, scores, v0, kv_stride, count, d);
                 }
             }
         }

@@ -57,6 +57,24 @@ void CpuBackend::parallel_ranges(std::int64_t count, std::int64_t min_chunk, F&&
     });
 }
 
+template <class F>
+void CpuBackend::balanced_ranges(std::int64_t count, std::int64_t min_chunk, F&& f) {
+    if (count <= 0) return;
+    const std::int64_t n_threads = pool_.size();
+    // Up to 4 chunks per thread (claimed dynamically, so a late thread does not hold up the
+    // rest), as long as chunks keep min_chunk items; never fewer chunks than threads while
+    // there are items enough for one each.
+    std::int64_t per_thread = 4;
+    while (per_thread > 1 && count < per_thread * n_threads * min_chunk) per_thread /= 2;
+    const std::int64_t n_tasks = std::min(count, per_thread * n_threads);
+    const std::int64_t base = count / n_tasks;
+    const std::int64_t extra = count % n_tasks;  // the first `extra` chunks get one more item
+    pool_.parallel_for(n_tasks, [&](std::int64_t task, int thread) {
+        const std::int64_t begin = task * base + std::min(task, extra);
+        f(begin, begin + base + (task < extra ? 1 : 0), thread);
+    });
+}
+
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias) {
     if (n <= 0 || w.rows <= 0) return;
@@ -89,15 +107,39 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
             });
         }
         const Int16Activations xa{xq_.data(), xq_step_.data(), xq_sum_.data()};
-        parallel_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
+        balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
             gemv_rows_int16(w, xa, n, begin, end, bias, y, w.rows);
+        });
+        return;
+    }
+    if (tuning_.grouped_quant && grouped_kernel_supports(w)) {
+        const auto n_groups = n * (w.cols / w.group_size);
+        if (w.bits == 4 && xg_.size() < static_cast<std::size_t>(n * w.cols)) {
+            xg_.resize(static_cast<std::size_t>(n * w.cols));
+        }
+        if (xg_sum_.size() < static_cast<std::size_t>(n_groups)) {
+            xg_sum_.resize(static_cast<std::size_t>(n_groups));
+        }
+        // Reordering x is a copy of n * cols floats: not worth waking the pool for decode.
+        if (n * w.cols < 32768) {
+            prepare_grouped_activations(w, x, 0, n_groups, xg_.data(), xg_sum_.data());
+        } else {
+            parallel_ranges(n_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
+                prepare_grouped_activations(w, x, begin, end, xg_.data(), xg_sum_.data());
+            });
+        }
+        if (n > 4) reserve_scratch(static_cast<std::size_t>(w.cols));
+        const GroupedActivations xa{w.bits == 4 ? xg_.data() : x, xg_sum_.data()};
+        balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
+            gemv_rows_grouped(w, xa, n, begin, end, bias, y, w.rows,
+                              scratch_[static_cast<std::size_t>(thread)].data());
         });
         return;
     }
     if (w.quantized() && n > 4) reserve_scratch(static_cast<std::size_t>(w.cols));
     // Rows are independent and cost the same, so equal chunks finish together; 16 rows at
     // least keeps the per-task overhead far below the bytes each task streams.
-    parallel_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
+    balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
         gemv_rows(w, x, n, begin, end, bias, y, w.rows,
                   scratch_[static_cast<std::size_t>(thread)].data());
     });
@@ -237,15 +279,28 @@ void CpuBackend::attention(const AttentionArgs& a) {
     const std::int64_t q_block =
         std::clamp<std::int64_t>(ceil_div(a.n_q * a.n_kv_heads, 4 * n_threads), 1, 32);
     const std::int64_t n_q_blocks = ceil_div(a.n_q, q_block);
-    // Few (kv head, query block) items and a long context (decode): split the keys too.
+    // One query block (decode, short chunks): a tile takes every KV head of a key range, so
+    // each thread streams one contiguous slice of the cache instead of every n_kv_heads-th
+    // run of it, and the keys are split over the threads. Otherwise one KV head per tile.
+    const std::int64_t heads_per_tile = n_q_blocks == 1 ? a.n_kv_heads : 1;
+    const std::int64_t n_head_groups = a.n_kv_heads / heads_per_tile;
+    const std::int64_t n_items = n_head_groups * n_q_blocks;
     std::int64_t n_splits = 1;
-    const std::int64_t n_items = a.n_kv_heads * n_q_blocks;
     if (n_items < 2 * n_threads) {
-        n_splits =
-            std::clamp<std::int64_t>(a.n_kv / std::max<std::int64_t>(1, tuning_.min_keys_per_split),
-                                     1, ceil_div(2 * n_threads, n_items));
+        // Splits keep at least min_keys_per_split keys x KV heads of work each (fewer keys
+        // for a tile of several heads), and come in a multiple of the thread count where the
+        // context allows, so the threads finish together.
+        const std::int64_t min_keys =
+            std::max<std::int64_t>(16, tuning_.min_keys_per_split / heads_per_tile);
+        const std::int64_t max_splits = std::max<std::int64_t>(1, a.n_kv / min_keys);
+        const std::int64_t want = ceil_div(2 * n_threads, n_items);
+        n_splits = std::clamp<std::int64_t>(max_splits, 1, want);
+        if (n_splits * n_items > n_threads) {
+            n_splits =
+                std::max<std::int64_t>(1, n_splits * n_items / n_threads * n_threads / n_items);
+        }
     }
-    const std::int64_t tile_rows = q_block * group;
+    const std::int64_t tile_rows = heads_per_tile * q_block * group;
     const std::int64_t tile_floats = tile_rows * (d + 2);
     reserve_scratch(static_cast<std::size_t>(tile_floats + kAttentionKeyBlock));
     if (n_splits > 1) {
@@ -256,25 +311,33 @@ void CpuBackend::attention(const AttentionArgs& a) {
     auto tile_of = [&](std::int64_t item, std::int64_t split) {
         AttentionTile tile;
         // Later query blocks see more keys: hand them out first so the tail is short.
-        const std::int64_t qb = n_q_blocks - 1 - item / a.n_kv_heads;
-        tile.kv_head = item % a.n_kv_heads;
+        const std::int64_t qb = n_q_blocks - 1 - item / n_head_groups;
+        tile.kv_head_begin = (item % n_head_groups) * heads_per_tile;
+        tile.kv_head_end = tile.kv_head_begin + heads_per_tile;
         tile.q_begin = qb * q_block;
         tile.q_end = std::min(a.n_q, tile.q_begin + q_block);
         const std::int64_t visible = std::clamp<std::int64_t>(a.q_pos0 + tile.q_end, 0, a.n_kv);
-        const std::int64_t per_split = ceil_div(visible, n_splits);
+        // Split boundaries on multiples of the key block, so every split but the last runs
+        // whole blocks.
+        const std::int64_t per_split =
+            ceil_div(ceil_div(visible, n_splits), kAttentionKeyBlock) * kAttentionKeyBlock;
         tile.key_begin = std::min(visible, split * per_split);
         tile.key_end = std::min(visible, tile.key_begin + per_split);
         return tile;
     };
     // Writes acc / l into `out` for the tile's rows (0 where a query sees no key).
     auto normalize = [&](const AttentionTile& tile, const float* l, const float* acc) {
-        for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
-            for (std::int64_t hh = 0; hh < group; ++hh) {
-                const std::int64_t row = (qi - tile.q_begin) * group + hh;
-                const std::int64_t h = tile.kv_head * group + hh;
-                float* out = a.out + (qi * a.n_heads + h) * d;
-                const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
-                for (std::int64_t c = 0; c < d; ++c) out[c] = acc[row * d + c] * inv;
+        const std::int64_t q_rows = (tile.q_end - tile.q_begin) * group;
+        for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {
+            for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
+                for (std::int64_t hh = 0; hh < group; ++hh) {
+                    const std::int64_t row =
+                        (kvh - tile.kv_head_begin) * q_rows + (qi - tile.q_begin) * group + hh;
+                    const std::int64_t h = kvh * group + hh;
+                    float* out = a.out + (qi * a.n_heads + h) * d;
+                    const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
+                    for (std::int64_t c = 0; c < d; ++c) out[c] = acc[row * d + c] * inv;
+                }
             }
         }
     };
@@ -295,9 +358,10 @@ void CpuBackend::attention(const AttentionArgs& a) {
     if (n_splits == 1) return;
 
     // Merge the splits of each item: rescale every partial to the common max, then sum.
-    for (std::int64_t item = 0; item < n_items; ++item) {
+    // Items are independent, so they merge in parallel when there are several.
+    auto merge = [&](std::int64_t item) {
         const AttentionTile tile = tile_of(item, 0);
-        const std::int64_t rows_used = (tile.q_end - tile.q_begin) * group;
+        const std::int64_t rows_used = tile.n_rows(group);
         float* first = attention_partials_.data() + item * n_splits * tile_floats;
         float* m0 = first;
         float* l0 = m0 + tile_rows;
@@ -319,6 +383,11 @@ void CpuBackend::attention(const AttentionArgs& a) {
             }
         }
         normalize(tile, l0, acc0);
+    };
+    if (n_items == 1) {
+        merge(0);
+    } else {
+        pool_.parallel_for(n_items, [&](std::int64_t item, int) { merge(item); });
     }
 }
 

@@ -24,6 +24,9 @@ struct CpuTuning {
     // Quantized weights at decode (n < gemm_min_tokens) multiply int16-quantized activations
     // with integer dot products (matmul_int16.cpp; relative error ~1e-5). false: f32 throughout.
     bool int16_activations = true;
+    // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
+    // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
+    bool grouped_quant = true;
     // A long context is split over several attention tiles once each still has this many keys.
     std::int64_t min_keys_per_split = 256;
 };
@@ -69,6 +72,11 @@ private:
     // f(begin, end, thread) on the pool.
     template <class F>
     void parallel_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
+    // Splits [0, count) into a multiple of the thread count of near-equal chunks (sizes differ
+    // by at most one) of at least `min_chunk` items where possible, so that threads streaming
+    // equal work finish together, and runs f(begin, end, thread) on the pool.
+    template <class F>
+    void balanced_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
 
     CpuTuning tuning_;
     ThreadPool pool_;
@@ -76,6 +84,7 @@ private:
     std::vector<float> attention_partials_;    // split-K attention (m, l, acc) per tile row
     std::vector<std::int16_t> xq_;             // int16 activations of the current matmul
     std::vector<float> xq_step_, xq_sum_;      // [n, n_groups] their steps and group sums
+    std::vector<float> xg_, xg_sum_;           // grouped-kernel activations and group sums
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,

@@ -37,6 +37,25 @@ void gemv_rows_int16(const WeightMatrix& w, const Int16Activations& xa, std::int
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                      float* y, std::int64_t ldy);
 
+// Activations of a 4- or 8-bit quantized-weight GEMV with f32 arithmetic (matmul_grouped.cpp):
+// x [n, cols] in the kernel's order (4-bit: nibble order per chunk, written by
+// `prepare_grouped_activations`; 8-bit: the activations themselves) and group_sum
+// [n, n_groups], the f32 sum of each weight group of x.
+struct GroupedActivations {
+    const float* x = nullptr;
+    const float* group_sum = nullptr;
+};
+// Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
+bool grouped_kernel_supports(const WeightMatrix& w);
+// Fills group_sum (and, for 4-bit, xp) for groups [begin, end) of x[n, w.cols] (group i =
+// token i / n_groups, group i % n_groups).
+void prepare_grouped_activations(const WeightMatrix& w, const float* x, std::int64_t begin,
+                                 std::int64_t end, float* xp, float* group_sum);
+// As `gemv_rows` for a w that `grouped_kernel_supports`; row_scratch holds w.cols floats.
+void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
+                       std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, std::int64_t ldy, float* row_scratch);
+
 // out[(r - row_begin) * w.cols + c] = W[r, c] as f32, for r in [row_begin, row_end).
 void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                      float* out);
@@ -51,14 +70,19 @@ void silu_mul_range(const float* gate, const float* up, std::int64_t begin, std:
 // out[i] = a[i] + b[i] for i in [begin, end).
 void add_range(const float* a, const float* b, std::int64_t begin, std::int64_t end, float* out);
 
-// One attention work item: query rows of one KV head against keys [key_begin, key_end).
-// Rows are (query i in [q_begin, q_end)) x (head h in the KV head's group); row `j` keeps its
-// running max in m[j], its softmax denominator in l[j] and its unnormalised output in
-// acc[j * head_dim ...]. These are partial results: `attention_merge` combines them.
+// One attention work item: query rows of the KV heads [kv_head_begin, kv_head_end) against
+// keys [key_begin, key_end). Rows are (KV head) x (query i in [q_begin, q_end)) x (head h in
+// the KV head's group), in that order; row `j` keeps its running max in m[j], its softmax
+// denominator in l[j] and its unnormalised output in acc[j * head_dim ...]. These are partial
+// results: the caller merges tiles that split the keys. Decode tiles cover every KV head of a
+// key range, so a thread streams one contiguous part of the cache.
 struct AttentionTile {
-    std::int64_t kv_head = 0;
+    std::int64_t kv_head_begin = 0, kv_head_end = 0;
     std::int64_t q_begin = 0, q_end = 0;
     std::int64_t key_begin = 0, key_end = 0;
+    std::int64_t n_rows(std::int64_t group) const {
+        return (kv_head_end - kv_head_begin) * (q_end - q_begin) * group;
+    }
 };
 // `scores` holds at least kAttentionKeyBlock floats.
 inline constexpr std::int64_t kAttentionKeyBlock = 64;

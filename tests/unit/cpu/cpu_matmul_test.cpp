@@ -123,12 +123,51 @@ void run_matmul_cases(Backend& cpu, const std::string& label,
     }
 }
 
+// 4- and 8-bit weights take the per-group factored kernel (matmul_grouped.cpp), the other
+// widths the plain fused kernel.
 TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     CpuTuning tuning;
     tuning.int16_activations = false;
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
-        run_matmul_cases(cpu, "f32 threads=" + std::to_string(threads), {1, 3, 4, 5, 9});
+        run_matmul_cases(cpu, "f32 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9, 15});
+    }
+}
+
+// The plain fused kernel on every width, 4 and 8 bits included.
+TEST(CpuMatmul, DecodeKernelsPlainFusedAllFormats) {
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    tuning.grouped_quant = false;
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        run_matmul_cases(cpu, "fused threads=" + std::to_string(threads), {1, 3, 4, 5, 9});
+    }
+}
+
+// Many rows over few threads with row counts that do not divide evenly: every row is written
+// exactly once by the balanced split (NaN-filled output catches a skipped row).
+TEST(CpuMatmul, BalancedSplitCoversEveryRow) {
+    auto ref = reference();
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    for (int threads : {2, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        for (std::int64_t rows : {1, 2, 3, 47, 191, 193}) {
+            for (int bits : {0, 4, 8}) {
+                const auto w = bits == 0
+                                   ? test::make_plain_weight(DType::kBF16, rows, 64, 3, 0)
+                                   : test::make_quant_weight(bits, 64, DType::kBF16, rows, 128,
+                                                             static_cast<std::uint32_t>(rows), 1);
+                const auto x = test::random_floats(static_cast<std::size_t>(w.view.cols), 11);
+                std::vector<float> y(static_cast<std::size_t>(rows), NAN), expect(y.size());
+                cpu.matmul(w.view, x.data(), 1, y.data());
+                ref->matmul(w.view, x.data(), 1, expect.data());
+                expect_close_matmul(w, x, 1, y, expect,
+                                    "split threads=" + std::to_string(threads) + " rows=" +
+                                        std::to_string(rows) + " bits=" + std::to_string(bits));
+            }
+        }
     }
 }
 
@@ -214,24 +253,35 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     auto ref = reference();
     const auto targets = hwy::SupportedAndGeneratedTargets();
     ASSERT_FALSE(targets.empty());
+    CpuTuning grouped;
+    grouped.int16_activations = false;
+    CpuTuning fused = grouped;
+    fused.grouped_quant = false;
     for (std::int64_t target : targets) {
-        hwy::SetSupportedTargetsForTest(target);
-        CpuBackend cpu(BackendOptions{2}, CpuTuning{});
-        std::vector<Case> cases;
-        cases.push_back({"bf16", test::make_plain_weight(DType::kBF16, 9, 101, 1, 1)});
-        cases.push_back({"f16", test::make_plain_weight(DType::kF16, 9, 101, 2, 3)});
-        for (int bits : {2, 3, 4, 5, 6, 8}) {
-            cases.push_back({"q" + std::to_string(bits),
-                             test::make_quant_weight(bits, 32, DType::kF16, 9, 160, bits, 2)});
-        }
-        for (const auto& c : cases) {
-            for (std::int64_t n : {1, 3, 6, 20}) {
-                const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols), 9);
-                std::vector<float> y(static_cast<std::size_t>(n * 9)), expect(y.size());
-                cpu.matmul(c.w.view, x.data(), n, y.data());
-                ref->matmul(c.w.view, x.data(), n, expect.data());
-                expect_close_matmul(c.w, x, n, y, expect,
-                                    std::string(hwy::TargetName(target)) + " " + c.what, true);
+        for (const auto& [tuning_name, tuning] :
+             {std::pair{"int16", CpuTuning{}}, std::pair{"grouped", grouped},
+              std::pair{"fused", fused}}) {
+            hwy::SetSupportedTargetsForTest(target);
+            CpuBackend cpu(BackendOptions{2}, tuning);
+            std::vector<Case> cases;
+            cases.push_back({"bf16", test::make_plain_weight(DType::kBF16, 9, 101, 1, 1)});
+            cases.push_back({"f16", test::make_plain_weight(DType::kF16, 9, 101, 2, 3)});
+            for (int bits : {2, 3, 4, 5, 6, 8}) {
+                cases.push_back({"q" + std::to_string(bits),
+                                 test::make_quant_weight(bits, 32, DType::kF16, 9, 160, bits, 2)});
+            }
+            for (const auto& c : cases) {
+                for (std::int64_t n : {1, 3, 6, 20}) {
+                    const auto x =
+                        test::random_floats(static_cast<std::size_t>(n * c.w.view.cols), 9);
+                    std::vector<float> y(static_cast<std::size_t>(n * 9)), expect(y.size());
+                    cpu.matmul(c.w.view, x.data(), n, y.data());
+                    ref->matmul(c.w.view, x.data(), n, expect.data());
+                    expect_close_matmul(
+                        c.w, x, n, y, expect,
+                        std::string(hwy::TargetName(target)) + " " + tuning_name + " " + c.what,
+                        tuning.int16_activations);
+                }
             }
         }
     }

@@ -1,0 +1,287 @@
+// Decode GEMV for MLX affine 4- and 8-bit weights with f32 activations, factored per group
+// (Highway, one instantiation per target).
+//
+// Why: the plain fused kernel (matmul.cpp) turns every code into scale*q + bias before its
+// FMA and, for 4-bit, first unpacks each block through a staging buffer in L1: about 15 vector
+// instructions per 32 codes, which caps 4-bit decode near half the memory bandwidth of a
+// 16-core Xeon. Here a row is computed as
+//
+//     y = Σ_g scale_g · (Σ_{c∈g} q_c · x_c) + Σ_g bias_g · (Σ_{c∈g} x_c)
+//
+// The group sums of x are computed once per matmul and shared by every row, so the inner loop
+// is only widen-codes, convert, FMA; scale and bias are applied once per group. 4-bit codes are
+// split into nibbles in registers (low nibble = even element, high = odd) and x is stored once
+// per matmul in that order, so nothing is staged. All arithmetic stays f32: the result differs
+// from the reference only by summation order (tests/unit/cpu hold it to the same tolerance as
+// the other f32 kernels).
+//
+// With more than 4 tokens (batched decode) a row's codes are converted to f32 once into L1 and
+// then multiplied into tiles of 4 tokens, so the conversion is not repeated per tile.
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/cpu/kernels.hpp"
+#include "model/cpu/weight_decode.hpp"
+
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "model/cpu/matmul_grouped.cpp"
+#include "model/cpu/simd_targets.hpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include "model/cpu/decode-inl.hpp"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace brigade::model::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// At most 16 f32 lanes: a chunk of 2 * lanes codes must lie inside one group (groups may be
+// 32 wide).
+using DF = hn::CappedTag<float, 16>;
+using DI = hn::Rebind<std::int32_t, DF>;
+using D8 = hn::Rebind<std::uint8_t, DF>;
+
+HWY_INLINE std::int64_t lanes() { return static_cast<std::int64_t>(hn::Lanes(DF())); }
+
+// Codes [c, c + 2n) of a row (in the kernel's order) as two f32 vectors. BITS 32 reads codes
+// that were already converted to f32 (`codes_to_float_row`).
+template <int BITS>
+HWY_INLINE void load_codes(const std::uint8_t* row, std::int64_t c, hn::Vec<DF>& lo,
+                           hn::Vec<DF>& hi) {
+    const DF df;
+    const DI di;
+    const D8 d8;
+    const auto n = lanes();
+    if constexpr (BITS == 4) {
+        const auto v = hn::PromoteTo(di, hn::LoadU(d8, row + c / 2));
+        lo = hn::ConvertTo(df, hn::And(v, hn::Set(di, 0x0F)));
+        hi = hn::ConvertTo(df, hn::ShiftRight<4>(v));
+    } else if constexpr (BITS == 8) {
+        lo = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + c)));
+        hi = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + c + n)));
+    } else {
+        const auto* f = reinterpret_cast<const float*>(row);
+        lo = hn::LoadU(df, f + c);
+        hi = hn::LoadU(df, f + c + n);
+    }
+}
+
+// Per-token accumulators of up to 4 tokens: p/q sum codes·x inside the current group (two
+// chains), f sums scale·(p+q) over groups; b sums bias·Σx (scalar). Named variables rather
+// than arrays (see matmul.cpp).
+template <int T>
+struct GroupAcc {
+    hn::Vec<DF> p0, q0, p1, q1, p2, q2, p3, q3, f0, f1, f2, f3;
+    float b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    GroupAcc() {
+        const DF df;
+        p0 = q0 = p1 = q1 = p2 = q2 = p3 = q3 = f0 = f1 = f2 = f3 = hn::Zero(df);
+    }
+    HWY_INLINE void step(hn::Vec<DF> lo, hn::Vec<DF> hi, const float* x, std::int64_t ldx,
+                         std::int64_t c, std::int64_t n) {
+        const DF df;
+        p0 = hn::MulAdd(lo, hn::LoadU(df, x + c), p0);
+        q0 = hn::MulAdd(hi, hn::LoadU(df, x + c + n), q0);
+        if constexpr (T > 1) {
+            p1 = hn::MulAdd(lo, hn::LoadU(df, x + ldx + c), p1);
+            q1 = hn::MulAdd(hi, hn::LoadU(df, x + ldx + c + n), q1);
+        }
+        if constexpr (T > 2) {
+            p2 = hn::MulAdd(lo, hn::LoadU(df, x + 2 * ldx + c), p2);
+            q2 = hn::MulAdd(hi, hn::LoadU(df, x + 2 * ldx + c + n), q2);
+        }
+        if constexpr (T > 3) {
+            p3 = hn::MulAdd(lo, hn::LoadU(df, x + 3 * ldx + c), p3);
+            q3 = hn::MulAdd(hi, hn::LoadU(df, x + 3 * ldx + c + n), q3);
+        }
+    }
+    // Applies the group's scale and bias (gsum[t * n_groups] = Σx of this group for token t)
+    // and restarts the in-group sums.
+    HWY_INLINE void end_group(float scale, float bias, const float* gsum, std::int64_t n_groups) {
+        const DF df;
+        const auto s = hn::Set(df, scale);
+        const auto z = hn::Zero(df);
+        f0 = hn::MulAdd(hn::Add(p0, q0), s, f0);
+        b0 += bias * gsum[0];
+        p0 = q0 = z;
+        if constexpr (T > 1) {
+            f1 = hn::MulAdd(hn::Add(p1, q1), s, f1);
+            b1 += bias * gsum[n_groups];
+            p1 = q1 = z;
+        }
+        if constexpr (T > 2) {
+            f2 = hn::MulAdd(hn::Add(p2, q2), s, f2);
+            b2 += bias * gsum[2 * n_groups];
+            p2 = q2 = z;
+        }
+        if constexpr (T > 3) {
+            f3 = hn::MulAdd(hn::Add(p3, q3), s, f3);
+            b3 += bias * gsum[3 * n_groups];
+            p3 = q3 = z;
+        }
+    }
+    HWY_INLINE void reduce(float* out) const {
+        const DF df;
+        out[0] = hn::GetLane(hn::SumOfLanes(df, f0)) + b0;
+        if constexpr (T > 1) out[1] = hn::GetLane(hn::SumOfLanes(df, f1)) + b1;
+        if constexpr (T > 2) out[2] = hn::GetLane(hn::SumOfLanes(df, f2)) + b2;
+        if constexpr (T > 3) out[3] = hn::GetLane(hn::SumOfLanes(df, f3)) + b3;
+    }
+};
+
+// Scales and biases of one row as f32, whatever their dtype.
+struct RowAffine {
+    const WeightMatrix& w;
+    std::int64_t first;  // index of the row's first group
+    HWY_INLINE float scale(std::int64_t g) const {
+        return load_any(w.scale_dtype, w.scales, first + g);
+    }
+    HWY_INLINE float bias(std::int64_t g) const {
+        return load_any(w.scale_dtype, w.biases, first + g);
+    }
+};
+
+// out[t] = dot(row, x[t]) for T tokens; `codes` is the row in BITS format (32 = f32 codes).
+template <int BITS, int T>
+HWY_INLINE void dot_grouped(const std::uint8_t* codes, const RowAffine& affine,
+                            const GroupedActivations& xa, std::int64_t cols, std::int64_t group,
+                            std::int64_t t0, float* out) {
+    const auto n = lanes();
+    const std::int64_t n_groups = cols / group;
+    const float* x = xa.x + t0 * cols;
+    const float* gsum = xa.group_sum + t0 * n_groups;
+    GroupAcc<T> acc;
+    for (std::int64_t g = 0; g < n_groups; ++g) {
+        for (std::int64_t c = g * group; c < (g + 1) * group; c += 2 * n) {
+            hn::Vec<DF> lo, hi;
+            load_codes<BITS>(codes, c, lo, hi);
+            acc.step(lo, hi, x, cols, c, n);
+        }
+        acc.end_group(affine.scale(g), affine.bias(g), gsum + g, n_groups);
+    }
+    acc.reduce(out);
+}
+
+// All n tokens against one row in tiles of 4 (then 3, 2, 1).
+template <int BITS>
+HWY_INLINE void row_all_tokens(const std::uint8_t* codes, const RowAffine& affine,
+                               const GroupedActivations& xa, std::int64_t cols, std::int64_t group,
+                               std::int64_t n, std::int64_t r, float b, float* y,
+                               std::int64_t ldy) {
+    float out[4];
+    std::int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        dot_grouped<BITS, 4>(codes, affine, xa, cols, group, t, out);
+        for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[i] + b;
+    }
+    const std::int64_t left = n - t;
+    if (left == 3) dot_grouped<BITS, 3>(codes, affine, xa, cols, group, t, out);
+    if (left == 2) dot_grouped<BITS, 2>(codes, affine, xa, cols, group, t, out);
+    if (left == 1) dot_grouped<BITS, 1>(codes, affine, xa, cols, group, t, out);
+    for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + b;
+}
+
+// Codes of a packed row as f32 in the kernel's order (the row itself is in the same order).
+template <int BITS>
+HWY_INLINE void codes_to_float_row(const std::uint8_t* row, std::int64_t cols, float* out) {
+    const DF df;
+    const auto n = lanes();
+    for (std::int64_t c = 0; c < cols; c += 2 * n) {
+        hn::Vec<DF> lo, hi;
+        load_codes<BITS>(row, c, lo, hi);
+        hn::StoreU(lo, df, out + c);
+        hn::StoreU(hi, df, out + c + n);
+    }
+}
+
+template <int BITS>
+void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
+                       std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, std::int64_t ldy, float* row_scratch) {
+    const bool has_bias = bias != nullptr && bias->valid();
+    const std::int64_t cols = w.cols;
+    const std::int64_t group = w.group_size;
+    const std::int64_t n_groups = cols / group;
+    const auto* base = static_cast<const std::uint8_t*>(w.data);
+    for (std::int64_t r = row_begin; r < row_end; ++r) {
+        const float b = has_bias ? load_any(bias->dtype, bias->data, r) : 0.0f;
+        const RowAffine affine{w, r * n_groups};
+        const std::uint8_t* row = base + r * w.row_bytes();
+        if (n > 4) {
+            codes_to_float_row<BITS>(row, cols, row_scratch);
+            row_all_tokens<32>(reinterpret_cast<const std::uint8_t*>(row_scratch), affine, xa, cols,
+                               group, n, r, b, y, ldy);
+        } else {
+            row_all_tokens<BITS>(row, affine, xa, cols, group, n, r, b, y, ldy);
+        }
+    }
+}
+
+void GemvRowsGrouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
+                     std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                     float* y, std::int64_t ldy, float* row_scratch) {
+    if (w.bits == 4) {
+        gemv_rows_grouped<4>(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+    } else {
+        gemv_rows_grouped<8>(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+    }
+}
+
+void PrepareGroupedActivations(const WeightMatrix& w, const float* x, std::int64_t begin,
+                               std::int64_t end, float* xp, float* group_sum) {
+    const DF df;
+    const std::int64_t group = w.group_size;
+    const auto n = lanes();
+    for (std::int64_t i = begin; i < end; ++i) {
+        // Group i covers elements [i * group, (i + 1) * group) of the [n, cols] array.
+        const float* xg = x + i * group;
+        float* dst = xp + i * group;
+        auto sum = hn::Zero(df);
+        for (std::int64_t c = 0; c < group; c += 2 * n) {
+            const auto lo = hn::LoadU(df, xg + c);
+            const auto hi = hn::LoadU(df, xg + c + n);
+            sum = hn::Add(sum, hn::Add(lo, hi));
+            if (w.bits != 4) continue;  // 8-bit codes are in element order: x is used as is
+#if HWY_TARGET == HWY_SCALAR
+            hn::StoreU(lo, df, dst + c);  // one lane: even, odd is element order
+            hn::StoreU(hi, df, dst + c + n);
+#else
+            // Even elements meet the low nibbles, odd ones the high nibbles.
+            hn::StoreU(hn::ConcatEven(df, hi, lo), df, dst + c);
+            hn::StoreU(hn::ConcatOdd(df, hi, lo), df, dst + c + n);
+#endif
+        }
+        group_sum[i] = hn::GetLane(hn::SumOfLanes(df, sum));
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace brigade::model::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace brigade::model::cpu {
+
+HWY_EXPORT(GemvRowsGrouped);
+HWY_EXPORT(PrepareGroupedActivations);
+
+bool grouped_kernel_supports(const WeightMatrix& w) {
+    return w.quantized() && (w.bits == 4 || w.bits == 8) && w.group_size % 32 == 0;
+}
+
+void prepare_grouped_activations(const WeightMatrix& w, const float* x, std::int64_t begin,
+                                 std::int64_t end, float* xp, float* group_sum) {
+    HWY_DYNAMIC_DISPATCH(PrepareGroupedActivations)(w, x, begin, end, xp, group_sum);
+}
+
+void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
+                       std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, std::int64_t ldy, float* row_scratch) {
+    HWY_DYNAMIC_DISPATCH(GemvRowsGrouped)(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+}
+
+}  // namespace brigade::model::cpu
+#endif  // HWY_ONCE
