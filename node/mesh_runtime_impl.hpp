@@ -1,0 +1,186 @@
+#pragma once
+// MeshRuntime's state, shared by its feature files (mesh_runtime*.cpp). Everything below the
+// "I/O thread only" line is touched only on `io`'s one thread: no locks there.
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "mesh/agreement.hpp"
+#include "mesh/discovery.hpp"
+#include "mesh/membership.hpp"
+#include "mesh/multicast_beacon.hpp"
+#include "mesh/planner.hpp"
+#include "mesh/tcp_transport.hpp"
+#include "node/mesh_runtime.hpp"
+
+namespace brigade::node {
+
+// One thread running queued jobs in order (stage loads and drops); bounded by stop().
+class LoaderThread {
+public:
+    void start();
+    void post(std::function<void()> job);
+    void stop();  // lets the running job finish, drops the rest, joins
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> jobs_;
+    bool stopping_ = false;
+    std::thread thread_;
+};
+
+// An authenticated link and its ordered send queue (one writer coroutine per link).
+struct LinkSlot {
+    explicit LinkSlot(std::shared_ptr<mesh::Link> l, bool dialled,
+                      const boost::asio::any_io_executor& ex)
+        : link(std::move(l)), outbound(dialled), wake(ex) {
+        wake.expires_at(std::chrono::steady_clock::time_point::max());
+    }
+    std::shared_ptr<mesh::Link> link;
+    bool outbound = false;  // we dialled it
+    std::deque<mesh::Message> queue;
+    boost::asio::steady_timer wake;  // cancelled when the queue gets a frame or the link closes
+    bool retired = false;            // replaced by a duplicate's winner, or closed by us
+};
+
+// Redial state of one target (a peer id or a seed address).
+struct DialState {
+    bool in_flight = false;
+    mesh::Clock::time_point next_attempt{};
+    std::chrono::milliseconds backoff{0};
+    std::size_t attempts = 0;
+    bool reported = false;  // first failure logged at info, later ones at debug
+};
+
+// What a member offers to the planner; a change of these (not of RTTs) re-plans.
+struct PlanInputs {
+    std::uint64_t memory_bytes = 0;
+    double seconds_per_layer = 0;
+    std::string model_id;
+    std::string backend;
+    bool operator==(const PlanInputs&) const = default;
+};
+
+class RuntimeSender final : public FrameSender {
+public:
+    explicit RuntimeSender(MeshRuntime::Impl& impl) : impl_(impl) {}
+    void send(const mesh::NodeId& to, mesh::Message message) override;
+
+private:
+    MeshRuntime::Impl& impl_;
+};
+
+struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
+    Impl(mesh::NodeKey k, mesh::MeshCredentials c, MeshRuntimeOptions o,
+         std::shared_ptr<spdlog::logger> l);
+
+    // Fixed after construction.
+    mesh::NodeKey key;
+    mesh::MeshCredentials credentials;
+    MeshRuntimeOptions options;
+    std::shared_ptr<spdlog::logger> logger;
+    RuntimeSender frame_sender{*this};
+    boost::asio::io_context io;
+    std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+    std::thread io_thread;
+    LoaderThread loader;
+    PipelineHost* host = nullptr;
+    std::atomic<bool> started{false};
+    std::atomic<bool> stopped{false};
+    std::atomic<bool> is_settled{false};
+    std::atomic<std::uint16_t> bound_port{0};
+    std::mutex addresses_mutex;
+    std::vector<mesh::PeerAddress> addresses;  // self_addresses(); fixed once started
+    std::mutex settled_mutex;
+    std::function<void()> on_settled;
+
+    // ---- I/O thread only ----------------------------------------------------------------
+    std::unique_ptr<mesh::TcpListener> listener;
+    std::unique_ptr<mesh::MulticastBeacon> beacon;
+    mesh::PeerDirectory directory;
+    mesh::Membership membership;
+    mesh::Agreement agreement;
+    std::map<mesh::NodeId, std::shared_ptr<LinkSlot>> links;
+    std::map<mesh::NodeId, DialState> peer_dials;
+    std::map<mesh::PeerAddress, DialState> seed_dials;
+    std::map<mesh::PeerAddress, mesh::NodeId> seed_ids;  // which node a seed address turned out
+    std::map<mesh::NodeId, mesh::Clock::time_point> first_seen;
+    std::map<mesh::NodeId, PlanInputs> plan_inputs;
+    std::set<mesh::NodeId> model_mismatch_reported;
+    boost::asio::steady_timer ticker{io};
+    bool stopping = false;
+    mesh::Clock::time_point started_at{};
+    mesh::Clock::time_point last_capacity_sent{};
+    mesh::Clock::time_point last_gossip_sent{};
+    // Planning.
+    bool plan_dirty = true;
+    mesh::Clock::time_point dirty_since{};
+    mesh::Clock::time_point plan_not_before{};
+    bool first_plan_done = false;
+    std::optional<mesh::Plan> last_plan;  // the planner's latest answer (predicted throughput)
+    std::optional<std::string> no_fit;    // why the model fits nowhere, while it does not
+    std::map<std::uint64_t, double> predicted_tok_s;  // by proposal epoch
+    std::string unavailable;  // why no pipeline serves (while none is active)
+    bool active_built = false;
+
+    // mesh_runtime.cpp
+    mesh::Result<void> open();
+    void run_tick();
+    boost::asio::awaitable<void> tick_loop();
+    void mark_settled();
+    mesh::LinkConfig link_config() const;
+    void log(mesh::LogLevel level, std::string_view line) const;
+    void shutdown_on_io();
+
+    // mesh_runtime_links.cpp
+    boost::asio::awaitable<void> accept_loop();
+    boost::asio::awaitable<void> accept_one(boost::asio::ip::tcp::socket socket);
+    boost::asio::awaitable<void> dial(std::shared_ptr<mesh::PeerAddress> address,
+                                      std::shared_ptr<std::optional<mesh::NodeId>> expected);
+    void dial_due(mesh::Clock::time_point now);
+    void adopt(std::shared_ptr<mesh::Link> link, bool outbound,
+               std::optional<mesh::PeerAddress> dialled);
+    boost::asio::awaitable<void> read_loop(std::shared_ptr<LinkSlot> slot);
+    boost::asio::awaitable<void> write_loop(std::shared_ptr<LinkSlot> slot);
+    void link_closed(const std::shared_ptr<LinkSlot>& slot);
+    void send_now(const mesh::NodeId& to, mesh::Message message);
+    void broadcast(const mesh::Message& message);
+    bool linked(const mesh::NodeId& id) const;
+
+    // mesh_runtime_members.cpp
+    void on_beacon(const mesh::Beacon& beacon, const std::string& source_host);
+    void on_discovery(const std::vector<mesh::DiscoveryEvent>& events);
+    void on_member_events(const std::vector<mesh::MemberEvent>& events);
+    void refresh_membership(mesh::Clock::time_point now);
+    mesh::CapacityReport self_capacity();
+    void send_capacity_and_peers(const std::optional<mesh::NodeId>& to);
+
+    // mesh_runtime_planning.cpp
+    void plan_if_due(mesh::Clock::time_point now);
+    void mark_plan_dirty(const std::string& why);
+    mesh::Result<mesh::Plan> compute_plan() const;
+    void run_actions(std::vector<mesh::AgreementAction> actions);
+    void activate(const mesh::PlanPropose& plan);
+    void stage_node_gone(const mesh::NodeId& id);
+    void set_unavailable(std::string why);
+
+    // mesh_runtime_dispatch.cpp
+    void on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Message message);
+
+    // mesh_status.cpp builds the JSON from this.
+    nlohmann::json status_on_io() const;
+};
+
+}  // namespace brigade::node

@@ -1,0 +1,249 @@
+// MeshRuntime links: accepting, dialling with backoff, one link per pair, ordered send queues.
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "node/mesh_runtime_impl.hpp"
+
+namespace brigade::node {
+namespace asio = boost::asio;
+using mesh::Clock;
+
+namespace {
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+// A higher id waits this long for the lower id to dial it before dialling itself, so that two
+// nodes that learn of each other at once rarely both dial.
+constexpr auto kDialGrace = std::chrono::milliseconds(1500);
+
+void detached_task(std::exception_ptr) {}
+
+// The dialler of a link, for the duplicate tie-break.
+bool dialled_by_lower_id(bool outbound, const mesh::NodeId& self, const mesh::NodeId& peer) {
+    return outbound ? self < peer : peer < self;
+}
+
+std::chrono::milliseconds next_backoff(std::chrono::milliseconds current,
+                                       const MeshRuntimeOptions& o) {
+    if (current.count() == 0) return o.redial_min;
+    return std::min(o.redial_max, current * 2);
+}
+
+}  // namespace
+
+bool MeshRuntime::Impl::linked(const mesh::NodeId& id) const {
+    auto it = links.find(id);
+    return it != links.end() && it->second->link->is_open();
+}
+
+asio::awaitable<void> MeshRuntime::Impl::accept_loop() {
+    while (!stopping) {
+        auto socket = co_await listener->async_accept();
+        if (stopping) co_return;
+        if (!socket) {
+            logger->warn("mesh accept failed: {}", socket.error().message);
+            asio::steady_timer pause(io, std::chrono::milliseconds(100));
+            co_await pause.async_wait(kNoThrow);
+            continue;
+        }
+        // Each handshake in its own coroutine: a slow stranger never delays the next one.
+        asio::co_spawn(io, accept_one(std::move(*socket)), detached_task);
+    }
+}
+
+asio::awaitable<void> MeshRuntime::Impl::accept_one(asio::ip::tcp::socket socket) {
+    const mesh::LinkConfig config = link_config();
+    auto link = co_await mesh::async_accept_link(std::move(socket), key, credentials, config);
+    if (!link) co_return;  // the transport logged why (wrong secret, timeout, ...)
+    adopt(std::move(*link), false, std::nullopt);
+}
+
+void MeshRuntime::Impl::dial_due(Clock::time_point now) {
+    if (stopping) return;
+    auto due = [&](DialState& d) { return !d.in_flight && now >= d.next_attempt; };
+    // Seeds whose node we do not know yet (or whose node has no link).
+    for (const mesh::PeerAddress& seed : directory.seeds()) {
+        auto known = seed_ids.find(seed);
+        if (known != seed_ids.end() && (linked(known->second) || known->second == key.id())) {
+            continue;
+        }
+        DialState& d = seed_dials[seed];
+        if (!due(d)) continue;
+        d.in_flight = true;
+        ++d.attempts;
+        asio::co_spawn(io,
+                       dial(std::make_shared<mesh::PeerAddress>(seed),
+                            std::make_shared<std::optional<mesh::NodeId>>()),
+                       detached_task);
+    }
+    // Peers known by id (beacons, gossip): the lower id dials; the higher one after a grace.
+    for (const mesh::PeerInfo& peer : directory.peer_list({}).peers) {
+        if (peer.id == key.id() || peer.addresses.empty() || linked(peer.id)) continue;
+        auto [seen, inserted] = first_seen.try_emplace(peer.id, now);
+        if (!(key.id() < peer.id) && now - seen->second < kDialGrace) continue;
+        DialState& d = peer_dials[peer.id];
+        if (!due(d)) continue;
+        d.in_flight = true;
+        const mesh::PeerAddress& address = peer.addresses[d.attempts % peer.addresses.size()];
+        ++d.attempts;
+        asio::co_spawn(io,
+                       dial(std::make_shared<mesh::PeerAddress>(address),
+                            std::make_shared<std::optional<mesh::NodeId>>(peer.id)),
+                       detached_task);
+    }
+}
+
+asio::awaitable<void> MeshRuntime::Impl::dial(
+    std::shared_ptr<mesh::PeerAddress> address,
+    std::shared_ptr<std::optional<mesh::NodeId>> expected) {
+    const mesh::LinkConfig config = link_config();
+    const mesh::PeerAddress target = *address;
+    auto link = co_await mesh::async_connect_link(target, key, credentials, config);
+    if (stopping) {
+        if (link) (*link)->close("stopping");
+        co_return;
+    }
+    DialState& d = expected->has_value() ? peer_dials[**expected] : seed_dials[*address];
+    d.in_flight = false;
+    if (!link) {
+        d.backoff = next_backoff(d.backoff, options);
+        d.next_attempt = Clock::now() + d.backoff;
+        const std::string who =
+            expected->has_value() ? (*expected)->short_string() + " at " : std::string();
+        if (!d.reported) {
+            logger->info("mesh: cannot reach {}{}: {} (retrying with backoff)", who,
+                         address->to_string(), link.error().message);
+            d.reported = true;
+        } else {
+            logger->debug("mesh: cannot reach {}{}: {}", who, address->to_string(),
+                          link.error().message);
+        }
+        co_return;
+    }
+    d.backoff = std::chrono::milliseconds(0);
+    d.reported = false;
+    d.next_attempt = Clock::now() + options.redial_min;
+    const mesh::NodeId peer = (*link)->peer().id;
+    if (!expected->has_value()) seed_ids[*address] = peer;
+    if (expected->has_value() && **expected != peer) {
+        logger->info("mesh: {} answered as {} (expected {})", address->to_string(),
+                     peer.short_string(), (*expected)->short_string());
+    }
+    adopt(std::move(*link), true, *address);
+}
+
+void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
+                              std::optional<mesh::PeerAddress> dialled) {
+    const mesh::NodeId peer = link->peer().id;
+    if (stopping) {
+        link->close("stopping");
+        return;
+    }
+    if (peer == key.id()) {
+        link->close("dialled ourselves");
+        return;
+    }
+    if (auto it = links.find(peer); it != links.end() && it->second->link->is_open()) {
+        // Both dialled: on both sides the link dialled by the lower id wins.
+        if (!dialled_by_lower_id(outbound, key.id(), peer)) {
+            logger->debug("mesh: duplicate link with {} closed", peer.short_string());
+            link->close("duplicate link");
+            return;
+        }
+        it->second->retired = true;
+        it->second->link->close("duplicate link");
+        it->second->wake.cancel();
+        logger->debug("mesh: duplicate link with {} replaced", peer.short_string());
+    }
+    auto slot = std::make_shared<LinkSlot>(link, outbound, io.get_executor());
+    links[peer] = slot;
+    const mesh::LinkPeer& info = link->peer();
+    logger->info("mesh link up with {} ({} {})", peer.short_string(),
+                 outbound ? "dialled" : "accepted from",
+                 outbound && dialled ? dialled->to_string() : info.remote_host);
+    const auto now = Clock::now();
+    // Where the peer listens: the address we dialled, or its host with the port from its Hello.
+    if (outbound && dialled) {
+        on_discovery(directory.on_linked(peer, *dialled, now));
+    } else if (info.hello.listen_port != 0 && !info.remote_host.empty()) {
+        on_discovery(directory.on_linked(peer, {info.remote_host, info.hello.listen_port}, now));
+    }
+    peer_dials[peer].backoff = std::chrono::milliseconds(0);
+    asio::co_spawn(io, read_loop(slot), detached_task);
+    asio::co_spawn(io, write_loop(slot), detached_task);
+    send_capacity_and_peers(peer);
+    on_member_events(membership.on_heard(peer, now));
+    // A node that (re)joins learns the committed plan from the coordinator.
+    run_actions(agreement.on_peer_joined(peer));
+}
+
+asio::awaitable<void> MeshRuntime::Impl::read_loop(std::shared_ptr<LinkSlot> slot) {
+    const std::shared_ptr<mesh::Link> link = slot->link;
+    for (;;) {
+        auto m = co_await link->async_receive(std::chrono::milliseconds(1000));
+        if (stopping || slot->retired) break;
+        if (!m) {
+            if (m.error().code == mesh::errc::timeout && link->is_open()) continue;
+            break;
+        }
+        on_frame(slot, std::move(*m));
+    }
+    link_closed(slot);
+}
+
+asio::awaitable<void> MeshRuntime::Impl::write_loop(std::shared_ptr<LinkSlot> slot) {
+    const std::shared_ptr<mesh::Link> link = slot->link;
+    for (;;) {
+        while (slot->queue.empty() && !slot->retired && link->is_open()) {
+            co_await slot->wake.async_wait(kNoThrow);
+        }
+        if (slot->queue.empty() || !link->is_open()) co_return;
+        mesh::Message message = std::move(slot->queue.front());
+        slot->queue.pop_front();
+        auto sent = co_await link->async_send(std::move(message));
+        if (!sent) co_return;  // closed: the read loop reports it
+    }
+}
+
+void MeshRuntime::Impl::link_closed(const std::shared_ptr<LinkSlot>& slot) {
+    slot->wake.cancel();
+    if (stopping || slot->retired) return;
+    const mesh::NodeId peer = slot->link->peer().id;
+    auto it = links.find(peer);
+    if (it == links.end() || it->second != slot) return;
+    links.erase(it);
+    slot->retired = true;
+    const std::string reason = slot->link->close_reason();
+    logger->info("mesh link down with {}: {}", peer.short_string(), reason);
+    slot->link->close("link down");
+    // A goodbye removes the member at once; a silent loss waits for membership's timeouts
+    // (redialling meanwhile).
+    if (reason.find("peer said bye: leaving") != std::string::npos) {
+        on_member_events(membership.on_left(peer));
+    }
+    DialState& d = peer_dials[peer];
+    d.next_attempt = Clock::now() + options.redial_min;
+}
+
+void MeshRuntime::Impl::send_now(const mesh::NodeId& to, mesh::Message message) {
+    if (stopping) return;
+    auto it = links.find(to);
+    if (it == links.end() || !it->second->link->is_open()) {
+        logger->debug("mesh: no link to {}: {} frame dropped", to.short_string(),
+                      mesh::msg_type_name(mesh::message_type(message)));
+        return;
+    }
+    it->second->queue.push_back(std::move(message));
+    it->second->wake.cancel();
+}
+
+void MeshRuntime::Impl::broadcast(const mesh::Message& message) {
+    for (auto& [id, slot] : links) {
+        if (!slot->link->is_open()) continue;
+        slot->queue.push_back(message);
+        slot->wake.cancel();
+    }
+}
+
+}  // namespace brigade::node

@@ -1,0 +1,225 @@
+// MeshRuntime planning: plan over the alive members once membership settles, propose as the
+// coordinator, load stages on the loader thread, activate committed plans.
+
+#include <boost/asio/post.hpp>
+
+#include "node/mesh_runtime_impl.hpp"
+
+namespace brigade::node {
+using mesh::Clock;
+
+namespace {
+
+std::string describe_stages(const std::vector<mesh::StageAssignment>& stages) {
+    std::string out;
+    for (const mesh::StageAssignment& s : stages) {
+        if (!out.empty()) out += ", ";
+        out += s.node.short_string() + " [" + std::to_string(s.first_layer) + "," +
+               std::to_string(s.last_layer) + ")";
+    }
+    return out;
+}
+
+std::vector<mesh::StageAssignment> assignments_of(const mesh::Plan& plan) {
+    std::vector<mesh::StageAssignment> out;
+    for (const mesh::PlannedStage& s : plan.stages) {
+        out.push_back({s.node, s.layers.first, s.layers.last});
+    }
+    return out;
+}
+
+}  // namespace
+
+void MeshRuntime::Impl::mark_plan_dirty(const std::string& why) {
+    if (!plan_dirty) {
+        logger->debug("mesh: re-plan needed ({})", why);
+        dirty_since = Clock::now();
+    }
+    plan_dirty = true;
+}
+
+void MeshRuntime::Impl::set_unavailable(std::string why) {
+    unavailable = why;
+    if (host != nullptr) host->deactivate(std::move(why));
+    active_built = false;
+}
+
+mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
+    mesh::PlanRequest request;
+    request.shape = options.shape;
+    request.tied_embeddings = options.tied_embeddings;
+    request.context_tokens = std::max(1, options.context_tokens);
+    request.expected_concurrency = std::max(1, options.expected_concurrency);
+    request.activation_bytes = mesh::activation_dtype_bytes(options.activations);
+    for (const mesh::NodeId& id : membership.alive_ids()) {
+        const mesh::CapacityReport* c = nullptr;
+        if (id == key.id()) {
+            c = membership.self_capacity() ? &*membership.self_capacity() : nullptr;
+        } else if (const mesh::Member* m = membership.find(id); m && m->capacity) {
+            c = &*m->capacity;
+        }
+        if (c == nullptr || c->model_id != options.model_id) continue;
+        request.nodes.push_back({id, c->memory_bytes, c->seconds_per_layer, c->backend});
+        for (const mesh::LinkMeasurement& l : c->links) {
+            if (l.rtt_us == 0) continue;
+            request.links.push_back({id, l.peer, l.rtt_us * 1e-6, l.bandwidth_bytes_per_s});
+        }
+    }
+    return mesh::make_plan(request);
+}
+
+void MeshRuntime::Impl::plan_if_due(Clock::time_point now) {
+    if (stopping || !plan_dirty || now < plan_not_before) return;
+    if (now - dirty_since < options.plan_debounce) return;
+    if (!first_plan_done && options.expect_nodes > 0 &&
+        static_cast<int>(membership.alive_ids().size()) < options.expect_nodes &&
+        now - started_at < options.expect_wait) {
+        return;  // more nodes are expected: a first plan without them would be redone at once
+    }
+    // Members whose capacity is not in yet are about to report (it is sent on link-up).
+    for (const mesh::NodeId& id : membership.alive_ids()) {
+        const mesh::Member* m = membership.find(id);
+        if (id != key.id() && (m == nullptr || !m->capacity) &&
+            now - dirty_since < 4 * options.plan_debounce) {
+            return;
+        }
+        if (m != nullptr && m->capacity && m->capacity->model_id != options.model_id &&
+            model_mismatch_reported.insert(id).second) {
+            logger->warn("member {} serves model '{}', not '{}': it gets no stage",
+                         id.short_string(), m->capacity->model_id, options.model_id);
+        }
+    }
+    if (agreement.proposal_in_flight()) return;  // its outcome re-marks us dirty if needed
+    plan_dirty = false;
+    first_plan_done = true;
+
+    auto plan = compute_plan();
+    if (!plan) {
+        const std::string why = "the mesh cannot hold the model: " + plan.error().message;
+        if (no_fit != why) logger->warn("no plan: {}", why);
+        no_fit = why;
+        last_plan.reset();
+        // The active plan stays while all of its stages are alive; without one, 503s say why.
+        if (!agreement.active() || !active_built) set_unavailable(why);
+        mark_settled();
+        return;
+    }
+    no_fit.reset();
+    last_plan = *plan;
+    if (!agreement.is_coordinator()) return;
+    const std::vector<mesh::StageAssignment> stages = assignments_of(*plan);
+    if (agreement.active() && agreement.active()->stages == stages && active_built) return;
+    if (agreement.pending() && agreement.pending()->stages == stages) return;
+
+    mesh::PlanPropose proposal;
+    proposal.model_id = options.model_id;
+    proposal.stages = stages;
+    proposal.predicted_tok_s = plan->stream_tok_s;
+    auto actions = agreement.propose(proposal, now);
+    if (!actions) {
+        logger->warn("cannot propose a plan: {}", actions.error().message);
+        return;
+    }
+    const std::uint64_t epoch = agreement.highest_epoch();
+    predicted_tok_s[epoch] = plan->stream_tok_s;
+    logger->info("plan {} proposed: {} (predicted {:.1f} tok/s per stream)", epoch,
+                 describe_stages(stages), plan->stream_tok_s);
+    run_actions(std::move(*actions));
+}
+
+void MeshRuntime::Impl::run_actions(std::vector<mesh::AgreementAction> actions) {
+    using Kind = mesh::AgreementAction::Kind;
+    for (mesh::AgreementAction& a : actions) {
+        switch (a.kind) {
+            case Kind::kSend:
+                send_now(a.to, std::move(a.message));
+                break;
+            case Kind::kBroadcast:
+                broadcast(a.message);
+                break;
+            case Kind::kLoadStage: {
+                const std::uint64_t epoch = a.plan.epoch;
+                const model::LayerRange range = a.range;
+                logger->info("plan {}: loading layers [{}, {})", epoch, range.first, range.last);
+                loader.post([weak = weak_from_this(), epoch, range] {
+                    auto self = weak.lock();
+                    if (!self) return;
+                    const auto t0 = Clock::now();
+                    std::optional<std::string> error = self->host->load_stage(epoch, range);
+                    const double ms =
+                        std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+                    boost::asio::post(self->io, [weak, epoch, range, error, ms] {
+                        auto s = weak.lock();
+                        if (!s || s->stopping) return;
+                        if (error) {
+                            s->logger->warn("plan {}: loading layers [{}, {}) failed: {}", epoch,
+                                            range.first, range.last, *error);
+                        } else {
+                            s->logger->info(
+                                "stage loaded: layers [{}, {}) for plan {} in {:.0f} ms",
+                                range.first, range.last, epoch, ms);
+                        }
+                        s->run_actions(
+                            s->agreement.on_local_ready(epoch, !error, error.value_or("")));
+                    });
+                });
+                break;
+            }
+            case Kind::kActivate:
+                activate(a.plan);
+                break;
+            case Kind::kDropPending: {
+                logger->info("plan {} dropped: {}", a.plan.epoch, a.reason);
+                const std::uint64_t epoch = a.plan.epoch;
+                loader.post([weak = weak_from_this(), epoch] {
+                    if (auto self = weak.lock()) self->host->drop_stage(epoch);
+                });
+                break;
+            }
+            case Kind::kProposalFailed:
+                logger->warn("plan {} failed: {}; re-planning in {} ms", a.plan.epoch, a.reason,
+                             options.plan_retry.count());
+                mark_plan_dirty("proposal failed");
+                plan_not_before = Clock::now() + options.plan_retry;
+                break;
+        }
+    }
+}
+
+void MeshRuntime::Impl::activate(const mesh::PlanPropose& plan) {
+    PipelineRoute route;
+    route.epoch = plan.epoch;
+    route.self = key.id();
+    route.stages = plan.stages;
+    route.activations = options.activations;
+    // A stage node may have died between the commit and now: then this plan cannot serve.
+    for (const mesh::StageAssignment& s : plan.stages) {
+        if (s.node != key.id() && membership.find(s.node) == nullptr) {
+            logger->warn("plan {} committed without stage node {}: re-planning", plan.epoch,
+                         s.node.short_string());
+            set_unavailable("re-planning: stage node " + s.node.short_string() + " left");
+            mark_plan_dirty("stage node missing");
+            return;
+        }
+    }
+    logger->info("plan {} committed: {}", plan.epoch, describe_stages(plan.stages));
+    host->activate(route);
+    unavailable.clear();
+    active_built = true;
+    mark_settled();
+}
+
+void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id) {
+    const auto& active = agreement.active();
+    if (!active || !active_built) return;
+    for (const mesh::StageAssignment& s : active->stages) {
+        if (s.node == id) {
+            logger->warn("stage node {} of plan {} is gone: the pipeline stops until re-planned",
+                         id.short_string(), active->epoch);
+            set_unavailable("re-planning: stage node " + id.short_string() + " left the mesh");
+            return;
+        }
+    }
+}
+
+}  // namespace brigade::node
