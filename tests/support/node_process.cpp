@@ -136,8 +136,60 @@ StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohm
     return s;
 }
 
+CommandResult run_brigade_env(const std::vector<std::string>& args,
+                              const std::vector<std::pair<std::string, std::string>>& env,
+                              int timeout_s) {
+    // run_brigade passes our environment on: run it in a child that sets the variables first,
+    // so this (multi-threaded) test process never changes its own environment.
+    TempDir dir;
+    const auto out_path = dir.path() / "out";
+    const auto err_path = dir.path() / "err";
+    std::vector<std::string> argv_s = {brigade_binary().string()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::map<std::string, std::string> vars;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string kv = *e;
+        const auto eq = kv.find('=');
+        if (eq != std::string::npos) vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    for (const auto& [k, v] : env) vars[k] = v;
+    std::vector<std::string> env_s;
+    for (const auto& [k, v] : vars) env_s.push_back(k + "=" + v);
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    CommandResult result;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int null = open("/dev/null", O_RDONLY);
+        if (out < 0 || err < 0 || null < 0) _exit(126);
+        dup2(null, STDIN_FILENO);
+        dup2(out, STDOUT_FILENO);
+        dup2(err, STDERR_FILENO);
+        execve(argv[0], argv.data(), envp.data());
+        _exit(127);
+    }
+    if (pid < 0) return result;
+    int status = 0;
+    const bool done = wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                                 Seconds(timeout_s), Millis(10));
+    if (!done) {
+        ::kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_file(out_path);
+    result.err = read_file(err_path);
+    return result;
+}
+
 NodeProcess::NodeProcess(NodeSpec spec) : spec_(std::move(spec)) {
-    home_ = dir_.path() / "home";
+    home_ = spec_.home.empty() ? dir_.path() / "home" : spec_.home;
     std::filesystem::create_directories(home_);
     port_file_ = dir_.path() / "http.port";
     mesh_port_file_ = dir_.path() / "mesh.port";

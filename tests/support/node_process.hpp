@@ -32,6 +32,7 @@ struct NodeSpec {
     std::vector<std::string> serve_args;  // after `brigade serve`; port flags are added
     std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing) ours
     std::string netns;           // run inside this network namespace (/run/netns/NAME)
+    std::filesystem::path home;  // BRIGADE_HOME; default: a fresh one of its own
     std::string http_host;       // --host; default 127.0.0.1
     bool mesh_port_file = true;  // add --mesh-port 0 --mesh-port-file (unless args set one)
     Seconds ready_timeout{90};   // for the HTTP port file
@@ -61,6 +62,11 @@ HttpReply http_post(const node::HttpUrl& url, const std::string& path, const nlo
                     Millis timeout = Millis(120'000));
 StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohmann::json body,
                         Millis timeout = Millis(120'000));
+
+// `brigade args...` with extra environment variables (e.g. BRIGADE_HOME), as run_brigade.
+CommandResult run_brigade_env(const std::vector<std::string>& args,
+                              const std::vector<std::pair<std::string, std::string>>& env,
+                              int timeout_s = 60);
 
 class NodeProcess {
 public:

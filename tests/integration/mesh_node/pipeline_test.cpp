@@ -1,0 +1,215 @@
+// Greedy output through 1, 2 and 3 pipeline stages on loopback equals `brigade run` on one
+// machine: token for token with `--activations f32`, and within a stated tolerance with the BF16
+// default. Requests enter at the head and at other nodes. Splits are forced with --memory.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "tests/integration/mesh_node/mesh_cluster.hpp"
+#include "tests/integration/mesh_node/pipeline_compare.hpp"
+#include "tests/support/random_model.hpp"
+
+namespace brigade::test {
+namespace {
+
+// --memory that makes the planner split the demo model (4 layers) over 2 or 3 nodes with the
+// flags every node gets below (--ctx 256, --max-concurrency 4): checked with `brigade plan`.
+const std::vector<std::string> kDemoTwoStageMemory = {"4MB", "4MB"};
+const std::vector<std::string> kDemoThreeStageMemory = {"3MB", "3MB", "3MB"};
+const std::vector<std::string> kCommonArgs = {"--ctx", "256", "--max-concurrency", "4"};
+
+const std::vector<std::string> kUsers = {"Tell me a story about a cat.", "Where do birds live?",
+                                         "What did the little boy eat?",
+                                         "Once upon a time there was a king."};
+
+std::unique_ptr<LoopbackMesh> start_mesh(const std::string& name, std::filesystem::path model,
+                                         std::vector<std::string> memory, std::string activations,
+                                         std::size_t stages) {
+    ClusterSpec spec;
+    spec.name = name;
+    spec.model = std::move(model);
+    spec.memory = std::move(memory);
+    spec.activations = std::move(activations);
+    spec.expected_stages = stages;
+    spec.extra_args = kCommonArgs;
+    return std::make_unique<LoopbackMesh>(spec);
+}
+
+// Every node's view of the plan: the same stages (contiguous over all layers, one per node),
+// the same epoch and coordinator; each node marks itself.
+void expect_one_plan_everywhere(LoopbackMesh& mesh, int n_layers) {
+    const auto& views = mesh.views();
+    ASSERT_FALSE(views.empty());
+    const auto& plan = views[0]["plan"];
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        const auto& v = views[i];
+        EXPECT_EQ(v["plan"], plan) << "node " << i << " sees another plan";
+        EXPECT_EQ(v["mesh_id"], views[0]["mesh_id"]);
+        EXPECT_EQ(v["coordinator"], views[0]["coordinator"]);
+        EXPECT_EQ(v["epoch"], views[0]["epoch"]);
+        int self_marks = 0;
+        for (const auto& n : v["nodes"]) {
+            if (n.value("is_self", false)) {
+                ++self_marks;
+                EXPECT_EQ(n["id"], v["self"]);
+            }
+            EXPECT_EQ(n["state"], "alive") << n.dump();
+        }
+        EXPECT_EQ(self_marks, 1) << v.dump();
+    }
+    int next = 0;
+    std::set<std::string> stage_nodes;
+    for (const auto& s : plan["stages"]) {
+        EXPECT_EQ(s["first_layer"].get<int>(), next) << plan.dump();
+        EXPECT_GT(s["last_layer"].get<int>(), next) << plan.dump();
+        next = s["last_layer"].get<int>();
+        stage_nodes.insert(s["node"].get<std::string>());
+    }
+    EXPECT_EQ(next, n_layers) << plan.dump();
+    EXPECT_EQ(stage_nodes.size(), plan["stages"].size()) << "a node holds two stages";
+}
+
+class DemoThreeStagesF32 : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        mesh_ = start_mesh("d3f", demo_model_dir(), kDemoThreeStageMemory, "f32", 3);
+    }
+    static void TearDownTestSuite() { mesh_.reset(); }
+    void SetUp() override { ASSERT_TRUE(mesh_->error().empty()) << mesh_->error(); }
+    static std::unique_ptr<LoopbackMesh> mesh_;
+};
+std::unique_ptr<LoopbackMesh> DemoThreeStagesF32::mesh_;
+
+TEST_F(DemoThreeStagesF32, EveryNodeShowsTheSamePlan) {
+    expect_one_plan_everywhere(*mesh_, kDemoLayers);
+}
+
+TEST_F(DemoThreeStagesF32, CompletionsEqualRunAtEveryNode) {
+    const auto prompt = demo_chat_prompt(kUsers[0]);
+    const auto& ref = cached_reference(demo_model_dir(), prompt, 40, kDemoVocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    for (std::size_t s = 0; s < 3; ++s) {
+        auto* node = mesh_->stage_node(s);
+        ASSERT_NE(node, nullptr);
+        expect_exact(node->post("/v1/completions", completion_body(prompt, 40, 2)), ref,
+                     "entered at stage " + std::to_string(s) + " (" + node->name() + ")");
+    }
+}
+
+TEST_F(DemoThreeStagesF32, ChatStreamAtNonHeadEqualsRun) {
+    const auto& ref =
+        cached_reference(demo_model_dir(), demo_chat_prompt(kUsers[1]), 48, kDemoVocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", kUsers[1]}}}},
+                           {"temperature", 0},
+                           {"max_tokens", 48}};
+    auto s = mesh_->non_head()->stream("/v1/chat/completions", body);
+    ASSERT_EQ(s.status, 200) << s.error_body;
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.content, ref.text);
+    auto r = mesh_->stage_node(0)->post("/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.json["choices"][0]["message"]["content"], ref.text);
+}
+
+TEST_F(DemoThreeStagesF32, ConcurrentRequestsFromEveryNodeAreNotMixed) {
+    std::vector<const Reference*> refs;
+    for (const auto& u : kUsers) {
+        refs.push_back(&cached_reference(demo_model_dir(), demo_chat_prompt(u), 32, kDemoVocab));
+        ASSERT_TRUE(refs.back()->error.empty()) << refs.back()->error;
+    }
+    std::vector<HttpReply> got(kUsers.size() * 2);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        threads.emplace_back([&, i] {
+            auto& node = mesh_->node(i % mesh_->nodes().size());
+            got[i] = node.post("/v1/completions",
+                               completion_body(demo_chat_prompt(kUsers[i % kUsers.size()]), 32, 1));
+        });
+    }
+    for (auto& t : threads) t.join();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        expect_exact(got[i], *refs[i % kUsers.size()], "concurrent request " + std::to_string(i));
+    }
+}
+
+class DemoTwoStagesBf16 : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        mesh_ = start_mesh("d2b", demo_model_dir(), kDemoTwoStageMemory, "", 2);
+    }
+    static void TearDownTestSuite() { mesh_.reset(); }
+    void SetUp() override { ASSERT_TRUE(mesh_->error().empty()) << mesh_->error(); }
+    static std::unique_ptr<LoopbackMesh> mesh_;
+};
+std::unique_ptr<LoopbackMesh> DemoTwoStagesBf16::mesh_;
+
+TEST_F(DemoTwoStagesBf16, EveryNodeShowsTheSamePlan) {
+    expect_one_plan_everywhere(*mesh_, kDemoLayers);
+}
+
+TEST_F(DemoTwoStagesBf16, LogprobsWithinToleranceAtHeadAndTail) {
+    std::size_t compared = 0;
+    for (const auto& user : {kUsers[0], kUsers[2]}) {
+        const auto prompt = demo_chat_prompt(user);
+        const auto& ref = cached_reference(demo_model_dir(), prompt, 40, kDemoVocab);
+        ASSERT_TRUE(ref.error.empty()) << ref.error;
+        for (std::size_t s = 0; s < 2; ++s) {
+            auto* node = mesh_->stage_node(s);
+            ASSERT_NE(node, nullptr);
+            compared += expect_within_bf16_tolerance(
+                node->post("/v1/completions", completion_body(prompt, 40, 5)), ref,
+                user + " at stage " + std::to_string(s), 5);
+        }
+    }
+    EXPECT_GE(compared, 40u) << "too few tokens compared to say anything";
+}
+
+TEST(DemoThreeStagesBf16Mesh, LogprobsWithinToleranceAtAMiddleNode) {
+    auto mesh = start_mesh("d3b", demo_model_dir(), kDemoThreeStageMemory, "", 3);
+    ASSERT_TRUE(mesh->error().empty()) << mesh->error();
+    const auto prompt = demo_chat_prompt(kUsers[3]);
+    const auto& ref = cached_reference(demo_model_dir(), prompt, 40, kDemoVocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    auto* middle = mesh->stage_node(1);
+    ASSERT_NE(middle, nullptr);
+    EXPECT_GE(expect_within_bf16_tolerance(
+                  middle->post("/v1/completions", completion_body(prompt, 40, 5)), ref,
+                  "3 stages, entered at the middle", 5),
+              10u);
+}
+
+// The Qwen2.5-shaped random model (6 layers, q/k/v biases, tied embeddings) over 3 stages.
+TEST(QwenShapedThreeStagesF32, CompletionsEqualRunAtHeadAndTail) {
+    TempDir dir;
+    const auto model = dir.path() / "qwen-tiny";
+    ASSERT_TRUE(write_random_qwen2_model(model));
+    // Per layer 0.37 MB (BF16), embedding 1 MB (head, and tail again for the tied lm_head).
+    auto mesh = start_mesh("q3f", model, {"2MB", "2MB", "2MB"}, "f32", 3);
+    ASSERT_TRUE(mesh->error().empty()) << mesh->error();
+    expect_one_plan_everywhere(*mesh, RandomModelShape{}.layers);
+    const std::string prompt = "Hello there, how are";
+    const auto& ref = cached_reference(model, prompt, 24, RandomModelShape{}.vocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    expect_exact(mesh->stage_node(0)->post("/v1/completions", completion_body(prompt, 24, 1)), ref,
+                 "qwen-shaped, at the head");
+    expect_exact(mesh->stage_node(2)->post("/v1/completions", completion_body(prompt, 24, 1)), ref,
+                 "qwen-shaped, at the tail");
+}
+
+// A node alone is a mesh of one: one stage holding every layer, on itself.
+TEST(OneStageMesh, SingleNodeServesAndShowsItsPlan) {
+    auto mesh = start_mesh("d1", demo_model_dir(), {""}, "f32", 1);
+    ASSERT_TRUE(mesh->error().empty()) << mesh->error();
+    expect_one_plan_everywhere(*mesh, kDemoLayers);
+    EXPECT_EQ(mesh->views()[0]["plan"]["stages"][0]["node"], mesh->views()[0]["self"]);
+    const auto prompt = demo_chat_prompt(kUsers[2]);
+    const auto& ref = cached_reference(demo_model_dir(), prompt, 32, kDemoVocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    expect_exact(mesh->node(0).post("/v1/completions", completion_body(prompt, 32, 1)), ref,
+                 "one stage");
+}
+
+}  // namespace
+}  // namespace brigade::test
