@@ -8,6 +8,7 @@
 
 #include "mesh/identity.hpp"
 #include "node/commands.hpp"
+#include "node/mesh_runtime_home.hpp"
 
 namespace brigade::node {
 namespace {
@@ -67,6 +68,19 @@ int run_mesh_token() {
         std::fprintf(stderr, "%s: created a new mesh %s in %s\n", me,
                      token.mesh.id.to_string().c_str(), (home / "mesh.json").string().c_str());
     }
+    // Where to dial: what the last `brigade serve` of this home listened on.
+    auto addresses = load_mesh_addresses(home);
+    if (!addresses) {
+        std::fprintf(stderr, "%s: %s\n", me, addresses.error().message.c_str());
+        return 1;
+    }
+    token.addresses = std::move(*addresses);
+    if (token.addresses.empty()) {
+        std::fprintf(stderr,
+                     "%s: no addresses in the token (run `brigade serve` once, or give joiners "
+                     "--peer HOST:PORT)\n",
+                     me);
+    }
     std::printf("%s\n", mesh::encode_invite_token(token).c_str());
     return 0;
 }
@@ -76,7 +90,9 @@ int run_mesh_token() {
 void add_mesh_command(CLI::App& app, CommandSet& commands) {
     auto* sub = app.add_subcommand("mesh", "This node's identity and the invite token of its mesh");
     sub->require_subcommand(1);
-    sub->footer("State lives in $BRIGADE_HOME (default ~/.brigade): node.key and mesh.json.");
+    sub->footer(
+        "State lives in $BRIGADE_HOME (default ~/.brigade): node.key, mesh.json and "
+        "addresses.json (the mesh addresses of the last `brigade serve`).");
     auto* token = sub->add_subcommand(
         "token", "Print the invite token of this node's mesh (creates a new mesh if none exists)");
     commands.add(token, [] { return run_mesh_token(); });

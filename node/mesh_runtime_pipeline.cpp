@@ -1,0 +1,230 @@
+#include "node/mesh_runtime_pipeline.hpp"
+
+namespace brigade::node {
+
+model::Result<double> measure_seconds_per_layer(const ModelFrontend& model,
+                                                const StageLoadOptions& options,
+                                                spdlog::logger& logger, int n_steps) {
+    StageLoadOptions one = options;
+    one.show_progress = false;
+    auto loaded = load_stage_resources(model, {0, 1}, one, logger);
+    if (!loaded) return loaded.error();
+    model::Stage& stage = *(*loaded)->stage;
+    model::SequenceBatchEntry prompt;
+    prompt.seq_id = 1;
+    prompt.tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+    prompt.n_tokens = 8;
+    if (auto warm = stage.run_layers({prompt}); !warm) return warm.error();
+    std::int32_t pos = prompt.n_tokens;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_steps; ++i) {
+        model::SequenceBatchEntry step;
+        step.seq_id = 1;
+        step.tokens = {static_cast<std::int32_t>(9 + i)};
+        step.pos0 = pos++;
+        step.n_tokens = 1;
+        if (auto out = stage.run_layers({step}); !out) return out.error();
+    }
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+    stage.kv_cache().release(1);
+    return elapsed.count() / std::max(1, n_steps);
+}
+
+ModelPipelineHost::ModelPipelineHost(const ModelFrontend& model, mesh::NodeId self,
+                                     FrameSender& sender, ModelPipelineHostOptions options,
+                                     std::shared_ptr<spdlog::logger> logger)
+    : model_(model),
+      self_(self),
+      sender_(sender),
+      options_(std::move(options)),
+      logger_(std::move(logger)) {}
+
+ModelPipelineHost::~ModelPipelineHost() { stop(std::chrono::milliseconds(0)); }
+
+void ModelPipelineHost::set_service(MeshCompletionService* service) {
+    std::lock_guard lock(mutex_);
+    service_ = service;
+}
+
+std::optional<std::string> ModelPipelineHost::load_stage(std::uint64_t epoch,
+                                                         model::LayerRange range) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopped_) return std::string("shutting down");
+    }
+    auto loaded = load_stage_resources(model_, range, options_.load, *logger_);
+    if (!loaded) return loaded.error().message;
+    std::lock_guard lock(loaded_mutex_);
+    loaded_[epoch] = std::move(*loaded);
+    return std::nullopt;
+}
+
+void ModelPipelineHost::drop_stage(std::uint64_t epoch) {
+    std::shared_ptr<StageResources> dropped;
+    std::lock_guard lock(loaded_mutex_);
+    if (auto it = loaded_.find(epoch); it != loaded_.end()) {
+        dropped = std::move(it->second);
+        loaded_.erase(it);
+    }
+}
+
+void ModelPipelineHost::swap_in(std::optional<PipelineRoute> route, Part part, std::string why) {
+    Part old;
+    MeshCompletionService* service = nullptr;
+    {
+        std::lock_guard lock(mutex_);
+        if (stopped_) {
+            route.reset();
+            why = "shutting down";
+            if (part.head) old.head = std::move(part.head);
+            if (part.worker) old.worker = std::move(part.worker);
+        } else {
+            old = std::move(part_);
+            part_ = std::move(part);
+            route_ = std::move(route);
+            why_ = std::move(why);
+        }
+        service = service_;
+    }
+    // The old part stops outside the lock: the directory keeps answering meanwhile.
+    if (old.head) old.head->stop(std::chrono::milliseconds(0));
+    if (old.worker) old.worker->stop();
+    if (service != nullptr) service->on_pipeline_changed();
+}
+
+void ModelPipelineHost::activate(PipelineRoute route) {
+    const int index = route.index_of(self_);
+    Part part;
+    if (index >= 0) {
+        std::shared_ptr<StageResources> resources;
+        {
+            std::lock_guard lock(loaded_mutex_);
+            auto it = loaded_.find(route.epoch);
+            if (it != loaded_.end()) {
+                resources = std::move(it->second);
+                loaded_.erase(it);
+            }
+            loaded_.clear();  // ranges of older proposals are of no use now
+        }
+        if (!resources) {
+            logger_->error("plan {}: no loaded stage for this node; it cannot serve", route.epoch);
+            swap_in(std::nullopt, {},
+                    "this node's stage of plan " + std::to_string(route.epoch) + " is not loaded");
+            return;
+        }
+        if (index == 0) {
+            part.head = std::make_shared<PipelineHead>(model_, std::move(resources), route,
+                                                       &sender_, options_.head, logger_);
+        } else {
+            part.worker = std::make_shared<StageWorker>(model_, std::move(resources), route,
+                                                        sender_, logger_);
+        }
+    }
+    swap_in(std::move(route), std::move(part), "");
+}
+
+void ModelPipelineHost::deactivate(std::string why) { swap_in(std::nullopt, {}, std::move(why)); }
+
+void ModelPipelineHost::on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) {
+    Part part;
+    MeshCompletionService* service = nullptr;
+    std::uint64_t epoch = 0;
+    {
+        std::lock_guard lock(mutex_);
+        part = part_;
+        service = service_;
+        if (route_) epoch = route_->epoch;
+    }
+    if (auto* token = std::get_if<mesh::TokenFrame>(&message)) {
+        if (part.head) {
+            part.head->on_token_frame(std::move(*token));
+        } else {
+            logger_->debug("token frame from {} but this node is no head", from.short_string());
+        }
+    } else if (auto* activation = std::get_if<mesh::ActivationFrame>(&message)) {
+        if (part.worker) {
+            part.worker->on_activation(std::move(*activation));
+        } else {
+            logger_->debug("activation frame (epoch {}) from {} but this node runs no stage",
+                           activation->epoch, from.short_string());
+        }
+    } else if (auto* cancel = std::get_if<mesh::Cancel>(&message)) {
+        if (part.head) part.head->cancel(cancel->request_id);
+        if (part.worker) part.worker->release(cancel->request_id);
+    } else if (auto* update = std::get_if<mesh::RequestUpdate>(&message)) {
+        if (service != nullptr) service->on_request_update(from, std::move(*update));
+    } else if (auto* error = std::get_if<mesh::ErrorFrame>(&message)) {
+        if (part.head && part.head->on_stage_error(from, *error)) return;
+        if (service != nullptr) service->on_request_error(from, *error);
+    } else if (auto* request = std::get_if<mesh::RequestFrame>(&message)) {
+        // Remote requests are wired with node/remote_requests.hpp (compute side).
+        sender_.send(
+            from, mesh::ErrorFrame{error_code_of(api::ErrorKind::unavailable), request->request_id,
+                                   "this node does not take remote requests yet"});
+        (void)epoch;
+    }
+}
+
+void ModelPipelineHost::on_member_gone(const mesh::NodeId&) {
+    // Requests of a gone origin end at their head through its token timeout or Cancel; a
+    // gone stage deactivates the pipeline (the runtime calls deactivate).
+}
+
+mesh::StageStats ModelPipelineHost::stage_stats() {
+    Part part;
+    std::uint64_t epoch = 0;
+    {
+        std::lock_guard lock(mutex_);
+        part = part_;
+        if (route_) epoch = route_->epoch;
+    }
+    StageTimings t;
+    if (part.head) {
+        t = part.head->timings();
+    } else if (part.worker) {
+        t = part.worker->timings();
+    } else {
+        return {};
+    }
+    return {epoch, t.steps, t.tokens, static_cast<std::uint32_t>(t.mean_step_us)};
+}
+
+std::optional<ActivePipeline> ModelPipelineHost::active(std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (!route_) {
+        why = why_.empty() ? "no plan yet" : why_;
+        return std::nullopt;
+    }
+    return ActivePipeline{*route_, part_.head};
+}
+
+void ModelPipelineHost::stop(std::chrono::milliseconds drain) {
+    Part part;
+    {
+        std::lock_guard lock(mutex_);
+        if (stopped_) return;
+        part = part_;
+    }
+    // Running requests finish first (bounded by `drain`); the head refuses new ones meanwhile.
+    if (part.head) part.head->stop(drain);
+    {
+        std::lock_guard lock(mutex_);
+        stopped_ = true;
+        part = std::move(part_);
+        part_ = {};
+        route_.reset();
+        why_ = "shutting down";
+    }
+    if (part.head) part.head->stop(std::chrono::milliseconds(0));
+    if (part.worker) part.worker->stop();
+    std::lock_guard lock(loaded_mutex_);
+    loaded_.clear();
+}
+
+std::size_t ModelPipelineHost::head_load() const {
+    std::lock_guard lock(mutex_);
+    if (!part_.head) return 0;
+    return part_.head->n_active() + part_.head->n_waiting();
+}
+
+}  // namespace brigade::node

@@ -1,0 +1,88 @@
+#pragma once
+// The real compute side of the mesh runtime: loads this node's layer ranges, builds the
+// PipelineHead (this node is the head) or StageWorker (another stage) of each committed plan,
+// routes pipeline frames to them, and is the PipelineDirectory the MeshCompletionService routes
+// requests by.
+
+#include <spdlog/logger.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "node/mesh_completion_service.hpp"
+#include "node/mesh_runtime.hpp"
+#include "node/model_loading.hpp"
+#include "node/pipeline_head.hpp"
+#include "node/stage_worker.hpp"
+
+namespace brigade::node {
+
+struct ModelPipelineHostOptions {
+    StageLoadOptions load;
+    PipelineHeadOptions head;
+};
+
+// This node's decode speed for the capacity report: loads layer 0 only, runs a short prompt,
+// then times `n_steps` one-token decode steps of that layer (embedding included).
+model::Result<double> measure_seconds_per_layer(const ModelFrontend& model,
+                                                const StageLoadOptions& options,
+                                                spdlog::logger& logger, int n_steps = 8);
+
+class ModelPipelineHost final : public PipelineHost, public PipelineDirectory {
+public:
+    // `model` and `sender` must outlive this object.
+    ModelPipelineHost(const ModelFrontend& model, mesh::NodeId self, FrameSender& sender,
+                      ModelPipelineHostOptions options, std::shared_ptr<spdlog::logger> logger);
+    ~ModelPipelineHost() override;
+
+    // The service told about pipeline changes and fed the origin-side frames. Set before the
+    // runtime starts; cleared (nullptr) before the service is destroyed.
+    void set_service(MeshCompletionService* service);
+
+    // PipelineHost (see mesh_runtime.hpp for the threads).
+    std::optional<std::string> load_stage(std::uint64_t epoch, model::LayerRange range) override;
+    void drop_stage(std::uint64_t epoch) override;
+    void activate(PipelineRoute route) override;
+    void deactivate(std::string why) override;
+    void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) override;
+    void on_member_gone(const mesh::NodeId& id) override;
+    mesh::StageStats stage_stats() override;
+
+    // PipelineDirectory (any thread).
+    std::optional<ActivePipeline> active(std::string& why) override;
+
+    // Shutdown: the head finishes running requests for up to `drain`, then everything stops;
+    // requests get 503 "shutting down" from then on. Idempotent.
+    void stop(std::chrono::milliseconds drain);
+    // Requests running or queued at this node's head (for a graceful stop).
+    std::size_t head_load() const;
+
+private:
+    struct Part {  // this node's share of the active plan
+        std::shared_ptr<PipelineHead> head;
+        std::shared_ptr<StageWorker> worker;
+    };
+    void swap_in(std::optional<PipelineRoute> route, Part part, std::string why);
+
+    const ModelFrontend& model_;
+    mesh::NodeId self_;
+    FrameSender& sender_;
+    ModelPipelineHostOptions options_;
+    std::shared_ptr<spdlog::logger> logger_;
+
+    std::mutex loaded_mutex_;
+    std::map<std::uint64_t, std::shared_ptr<StageResources>> loaded_;  // by epoch
+
+    mutable std::mutex mutex_;
+    std::optional<PipelineRoute> route_;
+    Part part_;
+    std::string why_ = "no plan yet";
+    bool stopped_ = false;
+    MeshCompletionService* service_ = nullptr;
+};
+
+}  // namespace brigade::node
