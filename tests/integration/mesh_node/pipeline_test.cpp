@@ -134,6 +134,38 @@ TEST_F(DemoThreeStagesF32, ConcurrentRequestsFromEveryNodeAreNotMixed) {
     }
 }
 
+// `brigade status` on every node: the same plan, for people and as JSON.
+TEST_F(DemoThreeStagesF32, StatusCommandShowsNodesPlanAndLinks) {
+    const auto& plan = mesh_->views()[0]["plan"];
+    for (auto& node : mesh_->nodes()) {
+        auto r = run_brigade({"status", "--url", node->base_url()}, 30);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_NE(r.out.find("3 stages"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("nodes (3)"), std::string::npos) << r.out;
+        for (const auto& s : plan["stages"]) {
+            const auto id = s["node"].get<std::string>().substr(0, 8);
+            const auto layers = std::to_string(s["first_layer"].get<int>()) + "-" +
+                                std::to_string(s["last_layer"].get<int>() - 1);
+            EXPECT_NE(r.out.find(id), std::string::npos) << id << " missing:\n" << r.out;
+            EXPECT_NE(r.out.find(layers), std::string::npos) << layers << " missing:\n" << r.out;
+        }
+        EXPECT_NE(r.out.find(" ms"), std::string::npos) << "no link RTT or timing: " << r.out;
+        auto j = run_brigade({"status", "--url", node->base_url(), "--json"}, 30);
+        ASSERT_EQ(j.exit_code, 0) << j.err;
+        const auto view = nlohmann::json::parse(j.out, nullptr, false);
+        ASSERT_TRUE(view.is_object()) << j.out;
+        ASSERT_EQ(plan_stage_count(view), 3u) << j.out;
+        for (std::size_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(view["plan"]["stages"][i]["node"], plan["stages"][i]["node"]);
+            EXPECT_EQ(view["plan"]["stages"][i]["first_layer"], plan["stages"][i]["first_layer"]);
+        }
+    }
+    // A node that is not there: a clear error, not a hang.
+    auto gone = run_brigade({"status", "--url", "http://127.0.0.1:1", "--timeout", "5"}, 30);
+    EXPECT_EQ(gone.exit_code, 1);
+    EXPECT_NE(gone.err.find("cannot reach"), std::string::npos) << gone.err;
+}
+
 class DemoTwoStagesBf16 : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
