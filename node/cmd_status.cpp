@@ -162,6 +162,9 @@ std::string format_status(const json& mesh) {
     }
     out += node_table.render("  ");
 
+    if (mesh.contains("unavailable") && mesh["unavailable"].is_string()) {
+        out += "requests get 503: " + mesh["unavailable"].get<std::string>() + "\n";
+    }
     if (!plan.is_object()) {
         out += "\nplan: none yet\n";
     } else {
