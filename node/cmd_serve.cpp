@@ -17,7 +17,7 @@
 
 #include "api/http_server.hpp"
 #include "node/commands.hpp"
-#include "node/completion_service.hpp"
+#include "node/local_serving.hpp"
 #include "node/logging.hpp"
 #include "node/model_loading.hpp"
 
@@ -70,21 +70,29 @@ int serve_command(const ServeArgs& args) {
 
     auto logger =
         make_stderr_logger("serve", args.verbose ? spdlog::level::debug : spdlog::level::info);
-    auto loaded = load_serve_model(args.model, *logger);
-    if (!loaded) return fail(loaded.error().message);
-    ServeModel model = std::move(*loaded);
+    auto frontend = load_model_frontend(args.model, *logger);
+    if (!frontend) return fail(frontend.error().message);
+    const ModelFrontend model = std::move(*frontend);
+    StageLoadOptions stage_options;
+    stage_options.backend = args.model.backend;
+    stage_options.n_threads = args.model.n_threads;
+    auto resources =
+        load_stage_resources(model, {0, model.config.n_layers}, stage_options, *logger);
+    if (!resources) return fail(resources.error().message);
     logger->info("model '{}' loaded: {} layers, context {}, backend {}", model.info.id,
-                 model.stage->config().n_layers, model.context, model.backend->name());
+                 model.config.n_layers, model.context, (*resources)->backend->name());
 
-    SchedulerOptions scheduler;
-    scheduler.max_active = args.max_concurrency;
-    scheduler.max_queue = args.max_queue;
-    scheduler.prefill_chunk = args.prefill_chunk;
-    scheduler.prefix_cache_bytes = static_cast<std::uint64_t>(args.prefix_cache_mib * (1 << 20));
-    scheduler.sampling = args.sampling;
+    LocalServingOptions serving;
+    serving.head.max_active = args.max_concurrency;
+    serving.head.max_queue = args.max_queue;
+    serving.head.prefill_chunk = args.prefill_chunk;
+    serving.head.prefix_cache_bytes = static_cast<std::uint64_t>(args.prefix_cache_mib * (1 << 20));
+    serving.sampling = args.sampling;
 
     boost::asio::io_context io;
-    auto service = std::make_unique<HeadCompletionService>(model, scheduler, logger);
+    auto local = std::make_unique<LocalServing>(model, std::move(*resources), mesh::NodeId{},
+                                                serving, logger);
+    auto* service = local.get();
     api::ServerOptions options;
     options.host = args.host;
     options.port = static_cast<std::uint16_t>(args.port);
@@ -93,7 +101,7 @@ int serve_command(const ServeArgs& args) {
     options.log = [logger](api::LogLevel level, std::string_view line) {
         logger->log(to_spdlog(level), "{}", line);
     };
-    auto server = std::make_unique<api::HttpServer>(io, *service, options);
+    auto server = std::make_unique<api::HttpServer>(io, local->service(), options);
     auto port = server->start();
     if (!port) {
         service->stop();
@@ -125,7 +133,7 @@ int serve_command(const ServeArgs& args) {
     // Order (api/README.md): server stopped, service done with its callbacks, then destroy.
     service->stop();
     server.reset();
-    service.reset();
+    local.reset();
     logger->info("stopped");
     return 0;
 }

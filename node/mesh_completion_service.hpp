@@ -12,6 +12,7 @@
 
 #include <spdlog/logger.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,11 +42,22 @@ public:
     virtual std::optional<ActivePipeline> active(std::string& why) = 0;
 };
 
+struct MeshServiceOptions {
+    // A request whose remote head has said nothing (no accept, no token) for this long fails
+    // with `unavailable` (the head's queue wait counts too).
+    std::chrono::milliseconds remote_stall_timeout{120000};
+    // Requests accepted from clients but not yet templated; beyond this, 429.
+    std::size_t max_pending = 1024;
+};
+
 class MeshCompletionService final : public api::CompletionService {
 public:
+    // `directory` and `sender` must outlive the service. A PipelineHead this service submitted
+    // to keeps only weak references to it: destroying the service first is safe.
     MeshCompletionService(const ModelFrontend& model, mesh::NodeId self,
                           PipelineDirectory& directory, FrameSender& sender,
-                          SamplingDefaults defaults, std::shared_ptr<spdlog::logger> logger);
+                          SamplingDefaults defaults, std::shared_ptr<spdlog::logger> logger,
+                          MeshServiceOptions options = {});
     ~MeshCompletionService() override;
 
     // api::CompletionService (I/O threads).
@@ -57,18 +69,26 @@ public:
     // Frames from a remote head about requests that entered here (the runtime's I/O thread).
     void on_request_update(const mesh::NodeId& from, mesh::RequestUpdate update);
     void on_request_error(const mesh::NodeId& from, const mesh::ErrorFrame& error);
-    // A node left the mesh or a new plan committed: requests whose head is gone fail with 503
-    // (issue 6) — or are resumed on the new pipeline (issue 7).
+    // A node left the mesh or a new plan committed. Every request routed by an older epoch is
+    // resumed on the active pipeline (prompt + the tokens generated so far, same setup: the
+    // client's stream simply continues; its old head gets a Cancel); with no active pipeline,
+    // every request fails with 503 and the directory's reason. A request failed by its head
+    // with `unavailable` (a head that stopped) is resumed the same way when a newer pipeline
+    // is active.
     void on_pipeline_changed();
 
     // Requests still streaming (for a graceful stop).
     std::size_t n_in_flight() const;
-    // Fails every request still in flight with `unavailable` (shutdown).
+    // Fails every request still in flight with `unavailable` (shutdown) and cancels it at its
+    // head. Later requests still go to the directory; stop() refuses them.
     void fail_all(const std::string& why);
+    // Refuses new requests (503) and ends the templating thread. Idempotent; the destructor
+    // calls it.
+    void stop();
 
 private:
     struct Impl;
-    std::unique_ptr<Impl> impl_;
+    std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace brigade::node

@@ -155,20 +155,4 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     return resources;
 }
 
-model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
-                                           spdlog::logger& logger) {
-    auto frontend = load_model_frontend(options, logger);
-    if (!frontend) return frontend.error();
-    StageLoadOptions stage_options;
-    stage_options.backend = options.backend;
-    stage_options.n_threads = options.n_threads;
-    auto resources =
-        load_stage_resources(*frontend, {0, frontend->config.n_layers}, stage_options, logger);
-    if (!resources) return resources.error();
-    ServeModel m(std::move(*frontend));
-    m.backend = std::move((*resources)->backend);
-    m.stage = std::move((*resources)->stage);
-    return m;
-}
-
 }  // namespace brigade::node

@@ -3,7 +3,6 @@
 //  - `load_model_frontend`: resolves --model, reads config, tokenizer, chat template (no weights);
 //  - `load_stage_resources`: one layer range on a backend, reading its weight files first with a
 //    progress bar on a terminal (plain log lines otherwise).
-// `load_serve_model` (frontend + every layer) serves the old single-node path until it goes.
 
 #include <spdlog/logger.h>
 
@@ -42,9 +41,5 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
                                                                     model::LayerRange range,
                                                                     const StageLoadOptions& options,
                                                                     spdlog::logger& logger);
-
-// Frontend + every layer (old single-node path).
-model::Result<ServeModel> load_serve_model(const ServeModelOptions& options,
-                                           spdlog::logger& logger);
 
 }  // namespace brigade::node

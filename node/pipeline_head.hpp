@@ -38,6 +38,9 @@ struct PipelineHeadOptions {
     int max_queue = 64;
     int prefill_chunk = 512;
     std::uint64_t prefix_cache_bytes = std::uint64_t{256} << 20;
+    // Several stages: a sequence whose token has not come back from the tail within this time
+    // fails with `unavailable` (a lost stage is normally noticed sooner by membership).
+    std::chrono::milliseconds token_timeout{60000};
 };
 
 // A request as the head receives it (from the local origin or decoded from a RequestFrame).
@@ -70,8 +73,15 @@ public:
     Submitted submit(HeadRequest request, std::shared_ptr<RequestEvents> events);
     // Thread-safe: the tail's tokens for a micro-batch (ignored if of another epoch).
     void on_token_frame(mesh::TokenFrame frame);
-    // Thread-safe: the origin cancelled (client gone, stop string): stop generating, free KV.
+    // Thread-safe: the origin cancelled (client gone, stop string): stop generating, free KV
+    // here and (Cancel frames along the pipeline) on every other stage. Unknown ids are ignored.
+    // `events` is not called for a cancelled request.
     void cancel(std::uint64_t request_id);
+    // Thread-safe: a stage failed one of this head's requests (ErrorFrame with a request id from
+    // a stage of this route): the request fails with that error and its KV is freed everywhere.
+    // Returns false when the id is not one of this head's requests (the runtime then hands the
+    // frame to MeshCompletionService::on_request_error).
+    bool on_stage_error(const mesh::NodeId& from, const mesh::ErrorFrame& error);
 
     // Stops admitting; lets running requests finish for up to `drain`, then fails what is left
     // with `unavailable` and ends the compute thread. Idempotent.
@@ -81,6 +91,8 @@ public:
     StageTimings timings() const;
     std::size_t n_active() const;
     std::size_t n_waiting() const;
+    // Sequences in this stage's KV cache, the prefix cache's included (tests, /v1/mesh).
+    std::size_t n_kv_sequences() const;
 
 private:
     struct Impl;

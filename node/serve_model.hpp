@@ -38,15 +38,6 @@ struct ModelFrontend {
     std::int32_t vocab_size = 0;         // rows of the logits
 };
 
-// The old single-node path (scheduler.cpp) until it is replaced by LocalServing: the frontend
-// plus a stage with every layer.
-struct ServeModel : ModelFrontend {
-    explicit ServeModel(ModelFrontend f) : ModelFrontend(std::move(f)) {}
-
-    std::unique_ptr<model::Backend> backend;
-    std::unique_ptr<model::Stage> stage;  // layers [0, n_layers): head and tail
-};
-
 // Server-wide sampling defaults for what a request leaves unset (`--temp`, `--top-p`, ...).
 struct SamplingDefaults {
     double temperature = 0.7;

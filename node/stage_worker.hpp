@@ -3,10 +3,11 @@
 // next stage, or (the tail) applies the lm_head, samples each entry that wants a token with its
 // TokenSampler and sends the tokens back to the head in one TokenFrame per micro-batch.
 //
-// One compute thread; frames are processed in arrival order (consecutive queued frames may be
-// merged into one batch). A frame of another epoch, or one whose positions do not match this
-// stage's KV, is dropped with a log line (the head's request then fails or is resumed by
-// re-planning; a stage never crashes on a bad frame).
+// One compute thread; frames are processed in arrival order. A frame of another epoch is dropped
+// with a log line. An entry whose positions do not match this stage's KV, an undecodable frame,
+// or an engine error fails the requests concerned: an ErrorFrame (code `internal`, naming the
+// request) goes to the head, which fails the request and keeps serving. A stage never crashes
+// on a bad frame.
 
 #include <spdlog/logger.h>
 
@@ -30,12 +31,16 @@ public:
 
     // Thread-safe, never blocks.
     void on_activation(mesh::ActivationFrame frame);
-    // Thread-safe: the request ended (head's Cancel): free its KV and sampler.
+    // Thread-safe: the request ended (head's Cancel): free its KV and sampler, after the frames
+    // queued before it; the Cancel is then forwarded to the next stage, so that it never
+    // overtakes that request's last activations.
     void release(std::uint64_t request_id);
     void stop();
 
     const PipelineRoute& route() const { return route_; }
     StageTimings timings() const;
+    // Requests holding KV on this stage (tests, /v1/mesh).
+    std::size_t n_kv_sequences() const;
 
 private:
     struct Impl;
