@@ -57,11 +57,11 @@ model::Error bad_setup(const std::string& what) {
 bool GenerationSetup::operator==(const GenerationSetup& o) const {
     const auto& a = sampling;
     const auto& b = o.sampling;
-    const bool same_sampling =
-        a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
-        a.min_p == b.min_p && a.repetition_penalty == b.repetition_penalty &&
-        a.presence_penalty == b.presence_penalty && a.frequency_penalty == b.frequency_penalty &&
-        a.seed == b.seed;
+    const bool same_sampling = a.temperature == b.temperature && a.top_k == b.top_k &&
+                               a.top_p == b.top_p && a.min_p == b.min_p &&
+                               a.repetition_penalty == b.repetition_penalty &&
+                               a.presence_penalty == b.presence_penalty &&
+                               a.frequency_penalty == b.frequency_penalty && a.seed == b.seed;
     return same_sampling && logit_bias == o.logit_bias && json_object == o.json_object &&
            logprobs == o.logprobs && top_logprobs == o.top_logprobs && n_prompt == o.n_prompt &&
            max_new_tokens == o.max_new_tokens && context == o.context;
