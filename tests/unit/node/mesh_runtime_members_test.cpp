@@ -1,0 +1,172 @@
+// MeshRuntime membership: a member that goes silent is suspect then dead, a coordinator that
+// leaves is replaced with a higher epoch, and a peer that breaks the protocol loses its link
+// while the mesh goes on. A hand-driven link (the test's own io_context) plays the odd peer.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "mesh/tcp_transport.hpp"
+#include "tests/unit/node/mesh_runtime_test_util.hpp"
+
+namespace brigade::node::test {
+namespace {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+// Runs `body` on a fresh io_context with a time limit.
+void run_coroutine(std::function<asio::awaitable<void>(asio::io_context&)> body,
+                   std::chrono::milliseconds limit = 20s) {
+    asio::io_context io;
+    bool done = false;
+    std::exception_ptr error;
+    asio::co_spawn(io, body(io), [&](std::exception_ptr e) {
+        done = true;
+        error = e;
+    });
+    io.run_for(limit);
+    ASSERT_TRUE(done) << "did not finish within " << limit.count() << " ms";
+    if (error) std::rethrow_exception(error);
+}
+
+asio::awaitable<void> pause(asio::io_context& io, std::chrono::milliseconds d) {
+    asio::steady_timer t(io, d);
+    co_await t.async_wait(asio::use_awaitable);
+}
+
+bool has_node(MeshRuntime& r, const mesh::NodeId& id, const char* state = nullptr) {
+    const json s = r.status();
+    for (const auto& n : s["nodes"]) {
+        if (n["id"] == id.to_string()) return state == nullptr || n["state"] == state;
+    }
+    return false;
+}
+
+TEST(MeshRuntimeMembers, ASilentPeerIsSuspectThenDead) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode a(mesh, fast_options(64'000'000));
+    ASSERT_TRUE(a.runtime.start(a.host));
+    const mesh::NodeKey peer = mesh::NodeKey::generate();
+    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+        mesh::LinkConfig config;
+        config.keepalive_interval = 100ms;
+        const mesh::PeerAddress where = a.address();
+        auto link = co_await mesh::async_connect_link(where, peer, mesh, config);
+        EXPECT_TRUE(link) << link.error().what();
+        if (!link) co_return;
+        const mesh::Message capacity =
+            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+        co_await (*link)->async_send(capacity);
+        for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
+            co_await pause(io, 20ms);
+        }
+        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
+        // Like a process that froze: the socket stays open but nothing more comes.
+        co_await pause(io, 10ms);
+        (*link)->close("vanishing");  // a Bye that is not "leaving": counts as a crash
+    });
+    ASSERT_TRUE(wait_until([&] { return has_node(a.runtime, peer.id(), "suspect"); }, 3s))
+        << a.runtime.status().dump(1);
+    ASSERT_TRUE(wait_until([&] { return !has_node(a.runtime, peer.id()); }, 4s));
+    const auto gone = a.host.gone();
+    EXPECT_NE(std::find(gone.begin(), gone.end(), peer.id()), gone.end());
+    a.runtime.stop();
+}
+
+TEST(MeshRuntimeMembers, ABrokenRuleClosesOnlyThatLink) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode a(mesh, fast_options(64'000'000));
+    ASSERT_TRUE(a.runtime.start(a.host));
+    auto o = fast_options(64'000'000);
+    o.seeds = {a.address()};
+    TestNode b(mesh, o);
+    ASSERT_TRUE(b.runtime.start(b.host));
+    ASSERT_TRUE(wait_until([&] { return has_node(a.runtime, b.runtime.self()); }));
+    const mesh::NodeKey liar = mesh::NodeKey::generate();
+    run_coroutine([&](asio::io_context&) -> asio::awaitable<void> {
+        const mesh::LinkConfig config;
+        const mesh::PeerAddress where = a.address();
+        auto link = co_await mesh::async_connect_link(where, liar, mesh, config);
+        EXPECT_TRUE(link) << link.error().what();
+        if (!link) co_return;
+        // A capacity report in another node's name.
+        const mesh::Message forged =
+            mesh::CapacityReport{b.runtime.self(), 1, "cpu", "fake-model", 9.0, {}, {}};
+        co_await (*link)->async_send(forged);
+        for (;;) {
+            auto m = co_await (*link)->async_receive(5s);
+            if (!m) {
+                EXPECT_NE(m.error().message.find("protocol error"), std::string::npos)
+                    << m.error().what();
+                break;
+            }
+        }
+    });
+    // b's real capacity stands and a and b still talk.
+    const json s = a.runtime.status();
+    for (const auto& n : s["nodes"]) {
+        if (n["id"] == b.runtime.self().to_string()) {
+            EXPECT_EQ(n["memory_bytes"], 64'000'000u);
+        }
+    }
+    const mesh::Message m = mesh::Cancel{5, ""};
+    b.runtime.sender().send(a.runtime.self(), m);
+    EXPECT_TRUE(wait_until([&] { return !a.host.frames().empty(); }));
+    b.runtime.stop();
+    a.runtime.stop();
+}
+
+TEST(MeshRuntimeMembers, TheNextCoordinatorTakesOverWithAHigherEpoch) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    // Three nodes, each able to hold the model: the plan is one stage; stopping the coordinator
+    // makes the next lowest id coordinator, which re-plans above the old epoch if needed.
+    std::vector<mesh::NodeKey> keys;
+    for (int i = 0; i < 3; ++i) keys.push_back(mesh::NodeKey::generate());
+    std::sort(keys.begin(), keys.end(),
+              [](const auto& x, const auto& y) { return x.id() < y.id(); });
+    const mesh::NodeId lowest = keys[0].id();
+    auto first = std::make_unique<TestNode>(mesh, fast_options(64'000'000), std::move(keys[0]));
+    ASSERT_TRUE(first->runtime.start(first->host));
+    auto o = fast_options(64'000'000);
+    o.seeds = {first->address()};
+    TestNode b(mesh, o, std::move(keys[1]));
+    ASSERT_TRUE(b.runtime.start(b.host));
+    TestNode c(mesh, o, std::move(keys[2]));
+    ASSERT_TRUE(c.runtime.start(c.host));
+    ASSERT_TRUE(wait_until([&] {
+        auto rb = b.host.route();
+        auto rc = c.host.route();
+        auto ra = first->host.route();
+        return ra && rb && rc && ra->epoch == rb->epoch && rb->epoch == rc->epoch &&
+               has_node(b.runtime, c.runtime.self());
+    })) << b.runtime.status().dump(1);
+    EXPECT_EQ(b.runtime.status()["coordinator"], lowest.to_string());
+    const std::uint64_t before = b.host.route()->epoch;
+    const bool stage_was_lowest = b.host.route()->stages[0].node == lowest;
+    first->runtime.stop();
+    ASSERT_TRUE(wait_until(
+        [&] { return b.runtime.status()["coordinator"] == b.runtime.self().to_string(); }));
+    EXPECT_EQ(c.runtime.status()["coordinator"], b.runtime.self().to_string());
+    if (stage_was_lowest) {
+        // Its stage is gone: the new coordinator plans again, above the old epoch.
+        ASSERT_TRUE(wait_until([&] {
+            auto rb = b.host.route();
+            auto rc = c.host.route();
+            return rb && rc && rb->epoch > before && rb->epoch == rc->epoch;
+        })) << b.runtime.status().dump(1);
+    } else {
+        // The plan did not involve it: it stays.
+        std::this_thread::sleep_for(500ms);
+        ASSERT_TRUE(b.host.route().has_value());
+        EXPECT_EQ(b.host.route()->epoch, before);
+    }
+    c.runtime.stop();
+    b.runtime.stop();
+}
+
+}  // namespace
+}  // namespace brigade::node::test
