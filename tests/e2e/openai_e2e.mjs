@@ -123,34 +123,100 @@ await check('stop string', async () => {
   assert.equal(r.choices[0].finish_reason, 'stop');
 });
 
-// The demo model never emits tool calls (and its template ignores `tools`), so this checks that
-// a tool round trip is accepted and answered cleanly, not that the model calls the tool.
-await check('tools accepted, tool round trip answered cleanly', async () => {
-  const tools = [{
-    type: 'function',
-    function: {
-      name: 'get_weather', description: 'Weather in a city',
-      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-    },
-  }];
-  const first = await client.chat.completions.create({
-    model: 'demo', messages: user('What is the weather in Paris?'), tools, tool_choice: 'auto',
-    max_tokens: 16, temperature: 0,
-  });
-  assert.equal(first.choices[0].message.role, 'assistant');
-  assert.ok(['stop', 'length', 'tool_calls'].includes(first.choices[0].finish_reason));
-  const second = await client.chat.completions.create({
-    model: 'demo', tools, max_tokens: 16, temperature: 0,
-    messages: [
-      ...user('What is the weather in Paris?'),
-      { role: 'assistant', content: null, tool_calls: [{
-        id: 'call_abc123', type: 'function',
-        function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
-      { role: 'tool', tool_call_id: 'call_abc123', content: '{"temperature_c": 21}' },
-    ],
-  });
-  assert.equal(typeof second.choices[0].message.content, 'string');
-  assert.ok(second.usage.prompt_tokens > first.usage.prompt_tokens);
+// The demo model was trained to call tools (scripts/demo_tool_chats.py); reference.json holds
+// the round trips PyTorch decoded greedily at training time: the weather in Paris and 12 plus 30.
+const demoReference = JSON.parse(
+  readFileSync(join(here, '..', '..', 'model', 'demo', 'reference.json'), 'utf8'));
+const trips = demoReference.tool_calls.bf16.round_trips;
+const weatherTools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Get the current weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+}, {
+  type: 'function',
+  function: {
+    name: 'add', description: 'Add two numbers',
+    parameters: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } },
+                  required: ['a', 'b'] },
+  },
+}];
+
+// The second request of a round trip: the question, the call as the server gave it, the result.
+function withResult(trip, call) {
+  return [
+    ...user(trip.case.question),
+    { role: 'assistant', content: null, tool_calls: [call] },
+    { role: 'tool', tool_call_id: call.id, content: JSON.stringify(trip.case.result) },
+  ];
+}
+
+await check('tool round trip: tool_calls, then an answer that uses the result', async () => {
+  assert.deepEqual(trips[0].case.tools.map((t) => t.function.name), ['get_weather', 'add']);
+  for (const trip of trips) {
+    const first = await client.chat.completions.create({
+      model: 'demo', messages: user(trip.case.question), tools: weatherTools, tool_choice: 'auto',
+      max_tokens: 64, temperature: 0,
+    });
+    const choice = first.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(first));
+    assert.equal(choice.message.content, null);
+    assert.equal(choice.message.tool_calls.length, 1);
+    const call = choice.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.ok(call.id.startsWith('call_'), call.id);
+    assert.equal(call.function.name, trip.case.name);
+    assert.deepEqual(JSON.parse(call.function.arguments), trip.case.arguments);
+    assert.equal(first.usage.prompt_tokens, trip.call.prompt_ids.length);
+
+    const second = await client.chat.completions.create({
+      model: 'demo', messages: withResult(trip, call), tools: weatherTools, max_tokens: 64,
+      temperature: 0,
+    });
+    const answer = second.choices[0];
+    assert.equal(answer.finish_reason, 'stop');
+    assert.equal(answer.message.tool_calls, undefined);
+    assert.equal(answer.message.content, trip.answer.text);
+    for (const part of trip.case.expect_in_answer) {
+      assert.ok(answer.message.content.includes(part), `${answer.message.content} lacks ${part}`);
+    }
+  }
+});
+
+await check('tool round trip streamed: tool call deltas, then the answer', async () => {
+  for (const trip of trips) {
+    const stream = await client.chat.completions.create({
+      model: 'demo', messages: user(trip.case.question), tools: weatherTools, max_tokens: 64,
+      temperature: 0, stream: true,
+    });
+    const calls = [];
+    let text = '';
+    let finish = null;
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.delta?.content) text += choice.delta.content;
+      for (const d of choice.delta?.tool_calls ?? []) {
+        calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
+        if (d.id) calls[d.index].id += d.id;
+        if (d.function?.name) calls[d.index].function.name += d.function.name;
+        if (d.function?.arguments) calls[d.index].function.arguments += d.function.arguments;
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.equal(text, '');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].function.name, trip.case.name);
+    assert.deepEqual(JSON.parse(calls[0].function.arguments), trip.case.arguments);
+    const answer = await streamText({
+      model: 'demo', messages: withResult(trip, calls[0]), tools: weatherTools, max_tokens: 64,
+      temperature: 0,
+    });
+    assert.equal(answer.finish, 'stop');
+    assert.equal(answer.text, trip.answer.text);
+  }
 });
 
 await check('errors: unknown model 404, bad max_tokens 400, bad key 401', async () => {
