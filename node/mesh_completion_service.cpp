@@ -337,6 +337,9 @@ void MeshCompletionService::Impl::on_failed(const Request& req, std::uint64_t at
     std::lock_guard lock(req->mutex);
     if (req->done || req->request_id != attempt) return;
     if (kind == api::ErrorKind::unavailable && try_resume(req)) return;
+    if (kind == api::ErrorKind::internal && message.find(req->api_id) == std::string::npos) {
+        message = "request " + req->api_id + ": " + message;  // for the client and its logs
+    }
     stream_fail_locked(req, kind, std::move(message));
 }
 
