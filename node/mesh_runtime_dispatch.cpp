@@ -49,7 +49,18 @@ void MeshRuntime::Impl::on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Me
                     bad = "a plan ack for another node";
                     return;
                 }
+                const bool refused = m.status == mesh::AckStatus::kStale ||
+                                     m.status == mesh::AckStatus::kNotCoordinator;
+                const bool was_in_flight = agreement.proposal_in_flight();
                 run_actions(agreement.on_ack(from, m));
+                if (refused && !was_in_flight && agreement.is_coordinator()) {
+                    // It refused the committed plan we sent it when it joined (its view or
+                    // epochs differed): propose again above every epoch seen.
+                    force_propose = true;
+                    mark_plan_dirty("member " + from.short_string() + " refused plan " +
+                                    std::to_string(m.epoch));
+                    plan_not_before = now + options.plan_retry;
+                }
             } else if constexpr (std::is_same_v<T, mesh::PlanCommit>) {
                 run_actions(agreement.on_commit(from, m));
             } else if constexpr (std::is_same_v<T, mesh::PlanAbort>) {

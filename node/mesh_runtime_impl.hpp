@@ -129,6 +129,9 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     mesh::Clock::time_point dirty_since{};
     mesh::Clock::time_point plan_not_before{};
     bool first_plan_done = false;
+    // A member refused the active plan (it had seen a higher epoch, or another coordinator):
+    // propose again, above every epoch seen, even if the stages are the same.
+    bool force_propose = false;
     std::optional<mesh::Plan> last_plan;  // the planner's latest answer (predicted throughput)
     std::optional<std::string> no_fit;    // why the model fits nowhere, while it does not
     std::map<std::uint64_t, double> predicted_tok_s;  // by proposal epoch

@@ -108,8 +108,11 @@ void MeshRuntime::Impl::plan_if_due(Clock::time_point now) {
     last_plan = *plan;
     if (!agreement.is_coordinator()) return;
     const std::vector<mesh::StageAssignment> stages = assignments_of(*plan);
-    if (agreement.active() && agreement.active()->stages == stages && active_built) return;
-    if (agreement.pending() && agreement.pending()->stages == stages) return;
+    if (!force_propose) {
+        if (agreement.active() && agreement.active()->stages == stages && active_built) return;
+        if (agreement.pending() && agreement.pending()->stages == stages) return;
+    }
+    force_propose = false;
 
     mesh::PlanPropose proposal;
     proposal.model_id = options.model_id;

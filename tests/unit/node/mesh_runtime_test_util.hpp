@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -136,7 +137,9 @@ struct TestNode {
     TestNode(const mesh::MeshCredentials& mesh, MeshRuntimeOptions options,
              mesh::NodeKey key = mesh::NodeKey::generate())
         : runtime(std::move(key), mesh, std::move(options),
-                  make_stderr_logger("mesh-test", spdlog::level::warn)) {}
+                  make_stderr_logger("mesh-test", std::getenv("BRIGADE_TEST_MESH_DEBUG") != nullptr
+                                                      ? spdlog::level::debug
+                                                      : spdlog::level::warn)) {}
     mesh::PeerAddress address() const { return {"127.0.0.1", runtime.port()}; }
     FakeHost host;
     MeshRuntime runtime;
