@@ -112,7 +112,9 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
         });
         return;
     }
-    if (tuning_.grouped_quant && grouped_kernel_supports(w)) {
+    // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles
+    // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens.
+    if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= 4) {
         const auto n_groups = n * (w.cols / w.group_size);
         if (w.bits == 4 && xg_.size() < static_cast<std::size_t>(n * w.cols)) {
             xg_.resize(static_cast<std::size_t>(n * w.cols));
@@ -128,15 +130,14 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
                 prepare_grouped_activations(w, x, begin, end, xg_.data(), xg_sum_.data());
             });
         }
-        if (n > 4) reserve_scratch(static_cast<std::size_t>(w.cols));
-        const GroupedActivations xa{w.bits == 4 ? xg_.data() : x, xg_sum_.data()};
-        balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
-            gemv_rows_grouped(w, xa, n, begin, end, bias, y, w.rows,
-                              scratch_[static_cast<std::size_t>(thread)].data());
+        const GroupedActivations xa{w.bits == 4 ? xg_.data() : x, xg_sum_.data(),
+                                    tuning_.grouped_prefetch_bytes};
+        balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
+            gemv_rows_grouped(w, xa, n, begin, end, bias, y, w.rows);
         });
         return;
     }
-    if (w.quantized() && n > 4) reserve_scratch(static_cast<std::size_t>(w.cols));
+    if (n > 4) reserve_scratch(static_cast<std::size_t>(2 * w.cols));
     // Rows are independent and cost the same, so equal chunks finish together; 16 rows at
     // least keeps the per-task overhead far below the bytes each task streams.
     balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {

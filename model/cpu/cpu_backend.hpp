@@ -15,7 +15,9 @@ namespace brigade::model::cpu {
 struct CpuTuning {
     // From this many tokens on, matmul dequantizes panels of weight rows to f32 and runs sgemm
     // on them; below it the fused decode kernels run (weights are read once either way).
-    std::int64_t gemm_min_tokens = 16;
+    // (Measured on a 16-core Xeon: at 16 tokens the decode kernels beat dequantize + sgemm
+    // panels by 1.4-1.5x, kernels_bench "decode x16".)
+    std::int64_t gemm_min_tokens = 32;
     // Use BLAS for those panels when the build has it (false: the Highway kernels).
     bool use_blas = true;
     // At most this many weight rows per prompt-processing panel (f32 scratch per thread is
@@ -27,6 +29,8 @@ struct CpuTuning {
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
+    // Software prefetch distance (bytes ahead in a row's codes) of the grouped kernel; 0: none.
+    std::int64_t grouped_prefetch_bytes = 0;
     // A long context is split over several attention tiles once each still has this many keys.
     std::int64_t min_keys_per_split = 256;
 };

@@ -14,8 +14,10 @@
 namespace brigade::model::cpu {
 
 // y[t * ldy + r] = dot(x[t, :], W[r, :]) (+ bias[r]) for rows r in [row_begin, row_end) and
-// tokens t in [0, n). `row_scratch` holds w.cols floats: for n > 4 a quantized row is decoded
-// there once and reused for every token, for n <= 4 it is decoded in registers (fused).
+// tokens t in [0, n). `row_scratch` holds 2 * w.cols floats: for n > 4 rows are taken in pairs
+// and quantized rows are decoded there once and reused for every token; for n <= 4 they are
+// decoded in registers (fused). With row_scratch null, n > 4 is only allowed for plain rows
+// and runs one row at a time.
 void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
                std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
                float* row_scratch);
@@ -44,6 +46,7 @@ void gemv_rows_int16(const WeightMatrix& w, const Int16Activations& xa, std::int
 struct GroupedActivations {
     const float* x = nullptr;
     const float* group_sum = nullptr;
+    std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
 };
 // Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
 bool grouped_kernel_supports(const WeightMatrix& w);
@@ -51,10 +54,10 @@ bool grouped_kernel_supports(const WeightMatrix& w);
 // token i / n_groups, group i % n_groups).
 void prepare_grouped_activations(const WeightMatrix& w, const float* x, std::int64_t begin,
                                  std::int64_t end, float* xp, float* group_sum);
-// As `gemv_rows` for a w that `grouped_kernel_supports`; row_scratch holds w.cols floats.
+// As `gemv_rows` for a w that `grouped_kernel_supports`, for n <= 4 tokens.
 void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                       float* y, std::int64_t ldy, float* row_scratch);
+                       float* y, std::int64_t ldy);
 
 // out[(r - row_begin) * w.cols + c] = W[r, c] as f32, for r in [row_begin, row_end).
 void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,

@@ -15,8 +15,7 @@
 // from the reference only by summation order (tests/unit/cpu hold it to the same tolerance as
 // the other f32 kernels).
 //
-// With more than 4 tokens (batched decode) a row's codes are converted to f32 once into L1 and
-// then multiplied into tiles of 4 tokens, so the conversion is not repeated per tile.
+// It serves 1-4 tokens; larger batches decode each row to f32 once and use matmul.cpp's tiles.
 
 #include <algorithm>
 #include <cstring>
@@ -30,6 +29,7 @@
 #include "model/cpu/simd_targets.hpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include "model/cpu/decode-inl.hpp"
 // clang-format on
 
@@ -46,8 +46,7 @@ using D8 = hn::Rebind<std::uint8_t, DF>;
 
 HWY_INLINE std::int64_t lanes() { return static_cast<std::int64_t>(hn::Lanes(DF())); }
 
-// Codes [c, c + 2n) of a row (in the kernel's order) as two f32 vectors. BITS 32 reads codes
-// that were already converted to f32 (`codes_to_float_row`).
+// Codes [c, c + 2n) of a 4- or 8-bit row (in the kernel's order) as two f32 vectors.
 template <int BITS>
 HWY_INLINE void load_codes(const std::uint8_t* row, std::int64_t c, hn::Vec<DF>& lo,
                            hn::Vec<DF>& hi) {
@@ -59,23 +58,20 @@ HWY_INLINE void load_codes(const std::uint8_t* row, std::int64_t c, hn::Vec<DF>&
         const auto v = hn::PromoteTo(di, hn::LoadU(d8, row + c / 2));
         lo = hn::ConvertTo(df, hn::And(v, hn::Set(di, 0x0F)));
         hi = hn::ConvertTo(df, hn::ShiftRight<4>(v));
-    } else if constexpr (BITS == 8) {
+    } else {
+        static_assert(BITS == 8);
         lo = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + c)));
         hi = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + c + n)));
-    } else {
-        const auto* f = reinterpret_cast<const float*>(row);
-        lo = hn::LoadU(df, f + c);
-        hi = hn::LoadU(df, f + c + n);
     }
 }
 
 // Per-token accumulators of up to 4 tokens: p/q sum codes·x inside the current group (two
-// chains), f sums scale·(p+q) over groups; b sums bias·Σx (scalar). Named variables rather
-// than arrays (see matmul.cpp).
+// chains), f sums scale·(p+q) over groups; b holds bias·Σx over groups. Named variables
+// rather than arrays (see matmul.cpp).
 template <int T>
 struct GroupAcc {
     hn::Vec<DF> p0, q0, p1, q1, p2, q2, p3, q3, f0, f1, f2, f3;
-    float b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    float b0 = 0, b1 = 0, b2 = 0, b3 = 0;  // Σ_g bias_g · Σx_g, added by the caller
     GroupAcc() {
         const DF df;
         p0 = q0 = p1 = q1 = p2 = q2 = p3 = q3 = f0 = f1 = f2 = f3 = hn::Zero(df);
@@ -98,28 +94,24 @@ struct GroupAcc {
             q3 = hn::MulAdd(hi, hn::LoadU(df, x + 3 * ldx + c + n), q3);
         }
     }
-    // Applies the group's scale and bias (gsum[t * n_groups] = Σx of this group for token t)
-    // and restarts the in-group sums.
-    HWY_INLINE void end_group(float scale, float bias, const float* gsum, std::int64_t n_groups) {
+    // Applies the group's scale (broadcast from memory, so no shuffle port is used) and
+    // restarts the in-group sums.
+    HWY_INLINE void end_group(const float* scale) {
         const DF df;
-        const auto s = hn::Set(df, scale);
+        const auto s = hn::Set(df, *scale);
         const auto z = hn::Zero(df);
         f0 = hn::MulAdd(hn::Add(p0, q0), s, f0);
-        b0 += bias * gsum[0];
         p0 = q0 = z;
         if constexpr (T > 1) {
             f1 = hn::MulAdd(hn::Add(p1, q1), s, f1);
-            b1 += bias * gsum[n_groups];
             p1 = q1 = z;
         }
         if constexpr (T > 2) {
             f2 = hn::MulAdd(hn::Add(p2, q2), s, f2);
-            b2 += bias * gsum[2 * n_groups];
             p2 = q2 = z;
         }
         if constexpr (T > 3) {
             f3 = hn::MulAdd(hn::Add(p3, q3), s, f3);
-            b3 += bias * gsum[3 * n_groups];
             p3 = q3 = z;
         }
     }
@@ -132,101 +124,124 @@ struct GroupAcc {
     }
 };
 
-// Scales and biases of one row as f32, whatever their dtype.
-struct RowAffine {
+// Groups per chunk of a row whose scales and biases are widened to f32 up front.
+constexpr std::int64_t kGroupChunk = 64;
+
+// out[0, count) = elements [index, index + count) of an F32/F16/BF16 array, as f32.
+HWY_INLINE void widen_affine(DType dtype, const void* base, std::int64_t index, std::int64_t count,
+                             float* HWY_RESTRICT out) {
+    const DF df;
+    const auto n = lanes();
+    std::int64_t i = 0;
+    if (dtype == DType::kBF16) {
+        const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+        const auto* p = static_cast<const hwy::bfloat16_t*>(base) + index;
+        for (; i + n <= count; i += n)
+            hn::Store(hn::PromoteTo(df, hn::LoadU(dbf, p + i)), df, out + i);
+    } else if (dtype == DType::kF32) {
+        const auto* p = static_cast<const std::uint8_t*>(base) + index * 4;
+        std::memcpy(out, p, static_cast<std::size_t>(count) * 4);
+        return;
+    }
+    for (; i < count; ++i) out[i] = load_any(dtype, base, index + i);
+}
+
+// Σ_g bias[g] · gsum[g] over `count` groups.
+HWY_INLINE float bias_dot(const float* bias, const float* gsum, std::int64_t count) {
+    const DF df;
+    const auto n = lanes();
+    auto acc = hn::Zero(df);
+    std::int64_t i = 0;
+    for (; i + n <= count; i += n) {
+        acc = hn::MulAdd(hn::Load(df, bias + i), hn::LoadU(df, gsum + i), acc);
+    }
+    float s = hn::GetLane(hn::SumOfLanes(df, acc));
+    for (; i < count; ++i) s += bias[i] * gsum[i];
+    return s;
+}
+
+// The weight matrix as the row kernels see it.
+struct GroupedRows {
     const WeightMatrix& w;
-    std::int64_t first;  // index of the row's first group
-    HWY_INLINE float scale(std::int64_t g) const {
-        return load_any(w.scale_dtype, w.scales, first + g);
-    }
-    HWY_INLINE float bias(std::int64_t g) const {
-        return load_any(w.scale_dtype, w.biases, first + g);
-    }
+    std::int64_t n_groups;
+    std::int64_t prefetch_bytes;  // software prefetch distance in the code stream; 0 = none
 };
 
-// out[t] = dot(row, x[t]) for T tokens; `codes` is the row in BITS format (32 = f32 codes).
+// out[t] = dot(row r, x[t]) for T tokens starting at token t0; `codes` is the packed row.
 template <int BITS, int T>
-HWY_INLINE void dot_grouped(const std::uint8_t* codes, const RowAffine& affine,
-                            const GroupedActivations& xa, std::int64_t cols, std::int64_t group,
-                            std::int64_t t0, float* out) {
+HWY_INLINE void dot_grouped(const std::uint8_t* codes, const GroupedRows& m, std::int64_t r,
+                            const GroupedActivations& xa, std::int64_t t0, float* out) {
     const auto n = lanes();
-    const std::int64_t n_groups = cols / group;
+    const std::int64_t group = m.w.group_size;
+    const std::int64_t cols = m.w.cols;
+    const std::int64_t n_groups = m.n_groups;
     const float* x = xa.x + t0 * cols;
     const float* gsum = xa.group_sum + t0 * n_groups;
+    HWY_ALIGN float scale[kGroupChunk];
+    HWY_ALIGN float bias[kGroupChunk];
     GroupAcc<T> acc;
-    for (std::int64_t g = 0; g < n_groups; ++g) {
-        for (std::int64_t c = g * group; c < (g + 1) * group; c += 2 * n) {
-            hn::Vec<DF> lo, hi;
-            load_codes<BITS>(codes, c, lo, hi);
-            acc.step(lo, hi, x, cols, c, n);
+    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
+        const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
+        widen_affine(m.w.scale_dtype, m.w.scales, r * n_groups + g0, count, scale);
+        widen_affine(m.w.scale_dtype, m.w.biases, r * n_groups + g0, count, bias);
+        acc.b0 += bias_dot(bias, gsum + g0, count);
+        if constexpr (T > 1) acc.b1 += bias_dot(bias, gsum + n_groups + g0, count);
+        if constexpr (T > 2) acc.b2 += bias_dot(bias, gsum + 2 * n_groups + g0, count);
+        if constexpr (T > 3) acc.b3 += bias_dot(bias, gsum + 3 * n_groups + g0, count);
+        for (std::int64_t g = 0; g < count; ++g) {
+            const std::int64_t c_begin = (g0 + g) * group;
+            if (m.prefetch_bytes > 0) {
+                hwy::Prefetch(codes + c_begin * BITS / 8 + m.prefetch_bytes);
+            }
+            for (std::int64_t c = c_begin; c < c_begin + group; c += 2 * n) {
+                hn::Vec<DF> lo, hi;
+                load_codes<BITS>(codes, c, lo, hi);
+                acc.step(lo, hi, x, cols, c, n);
+            }
+            acc.end_group(scale + g);
         }
-        acc.end_group(affine.scale(g), affine.bias(g), gsum + g, n_groups);
     }
     acc.reduce(out);
 }
 
 // All n tokens against one row in tiles of 4 (then 3, 2, 1).
 template <int BITS>
-HWY_INLINE void row_all_tokens(const std::uint8_t* codes, const RowAffine& affine,
-                               const GroupedActivations& xa, std::int64_t cols, std::int64_t group,
-                               std::int64_t n, std::int64_t r, float b, float* y,
+HWY_INLINE void row_all_tokens(const std::uint8_t* codes, const GroupedRows& m, std::int64_t r,
+                               const GroupedActivations& xa, std::int64_t n, float b, float* y,
                                std::int64_t ldy) {
     float out[4];
     std::int64_t t = 0;
     for (; t + 4 <= n; t += 4) {
-        dot_grouped<BITS, 4>(codes, affine, xa, cols, group, t, out);
+        dot_grouped<BITS, 4>(codes, m, r, xa, t, out);
         for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[i] + b;
     }
     const std::int64_t left = n - t;
-    if (left == 3) dot_grouped<BITS, 3>(codes, affine, xa, cols, group, t, out);
-    if (left == 2) dot_grouped<BITS, 2>(codes, affine, xa, cols, group, t, out);
-    if (left == 1) dot_grouped<BITS, 1>(codes, affine, xa, cols, group, t, out);
+    if (left == 3) dot_grouped<BITS, 3>(codes, m, r, xa, t, out);
+    if (left == 2) dot_grouped<BITS, 2>(codes, m, r, xa, t, out);
+    if (left == 1) dot_grouped<BITS, 1>(codes, m, r, xa, t, out);
     for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + b;
-}
-
-// Codes of a packed row as f32 in the kernel's order (the row itself is in the same order).
-template <int BITS>
-HWY_INLINE void codes_to_float_row(const std::uint8_t* row, std::int64_t cols, float* out) {
-    const DF df;
-    const auto n = lanes();
-    for (std::int64_t c = 0; c < cols; c += 2 * n) {
-        hn::Vec<DF> lo, hi;
-        load_codes<BITS>(row, c, lo, hi);
-        hn::StoreU(lo, df, out + c);
-        hn::StoreU(hi, df, out + c + n);
-    }
 }
 
 template <int BITS>
 void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                       float* y, std::int64_t ldy, float* row_scratch) {
+                       float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
-    const std::int64_t cols = w.cols;
-    const std::int64_t group = w.group_size;
-    const std::int64_t n_groups = cols / group;
+    const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes};
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     for (std::int64_t r = row_begin; r < row_end; ++r) {
         const float b = has_bias ? load_any(bias->dtype, bias->data, r) : 0.0f;
-        const RowAffine affine{w, r * n_groups};
-        const std::uint8_t* row = base + r * w.row_bytes();
-        if (n > 4) {
-            codes_to_float_row<BITS>(row, cols, row_scratch);
-            row_all_tokens<32>(reinterpret_cast<const std::uint8_t*>(row_scratch), affine, xa, cols,
-                               group, n, r, b, y, ldy);
-        } else {
-            row_all_tokens<BITS>(row, affine, xa, cols, group, n, r, b, y, ldy);
-        }
+        row_all_tokens<BITS>(base + r * w.row_bytes(), m, r, xa, n, b, y, ldy);
     }
 }
 
 void GemvRowsGrouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                     float* y, std::int64_t ldy, float* row_scratch) {
+                     float* y, std::int64_t ldy) {
     if (w.bits == 4) {
-        gemv_rows_grouped<4>(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+        gemv_rows_grouped<4>(w, xa, n, row_begin, row_end, bias, y, ldy);
     } else {
-        gemv_rows_grouped<8>(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+        gemv_rows_grouped<8>(w, xa, n, row_begin, row_end, bias, y, ldy);
     }
 }
 
@@ -279,8 +294,8 @@ void prepare_grouped_activations(const WeightMatrix& w, const float* x, std::int
 
 void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                       float* y, std::int64_t ldy, float* row_scratch) {
-    HWY_DYNAMIC_DISPATCH(GemvRowsGrouped)(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+                       float* y, std::int64_t ldy) {
+    HWY_DYNAMIC_DISPATCH(GemvRowsGrouped)(w, xa, n, row_begin, row_end, bias, y, ldy);
 }
 
 }  // namespace brigade::model::cpu

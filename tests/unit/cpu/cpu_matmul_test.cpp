@@ -130,7 +130,7 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     tuning.int16_activations = false;
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
-        run_matmul_cases(cpu, "f32 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9, 15});
+        run_matmul_cases(cpu, "f32 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9, 15, 24});
     }
 }
 
@@ -211,7 +211,8 @@ TEST(CpuMatmul, Int16ActivationsHandleZeroAndExtremeGroups) {
 TEST(CpuMatmul, PrefillPanelsWithBlas) {
     for (int threads : {1, 3}) {
         CpuTuning tuning;
-        tuning.max_panel_rows = 16;  // several panels even for 37 rows
+        tuning.max_panel_rows = 16;   // several panels even for 37 rows
+        tuning.gemm_min_tokens = 16;  // 17 tokens take the panels too
         CpuBackend cpu(BackendOptions{threads}, tuning);
         run_matmul_cases(cpu, "blas threads=" + std::to_string(threads), {17, 70});
     }
@@ -221,6 +222,7 @@ TEST(CpuMatmul, PrefillPanelsWithoutBlas) {
     CpuTuning tuning;
     tuning.use_blas = false;
     tuning.max_panel_rows = 8;
+    tuning.gemm_min_tokens = 16;
     CpuBackend cpu(BackendOptions{2}, tuning);
     run_matmul_cases(cpu, "no-blas", {17, 70});
 }
