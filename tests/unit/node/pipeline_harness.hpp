@@ -212,9 +212,13 @@ public:
         for (std::size_t i = 1; i < n_stages(); ++i) n += worker(i).n_kv_sequences();
         return n;
     }
-    // Waits until every frame sent so far has been delivered and processed enough to be idle.
+    // Polls `done` until it holds or the time is up.
     bool wait_until(const std::function<bool()>& done,
                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+        return wait_for(done, timeout);
+    }
+    static bool wait_for(const std::function<bool()>& done,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
         const auto end = std::chrono::steady_clock::now() + timeout;
         while (std::chrono::steady_clock::now() < end) {
             if (done()) return true;

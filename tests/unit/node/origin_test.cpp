@@ -1,0 +1,235 @@
+// The origin and the head's answers to remote origins: a request whose head stops is resumed
+// on the next pipeline and the client's stream continues with exactly the uninterrupted text
+// (issue 7); RequestFrames are refused with the right error codes.
+
+#include <gtest/gtest.h>
+
+#include "node/remote_requests.hpp"
+#include "tests/unit/node/pipeline_harness.hpp"
+
+namespace brigade::node {
+namespace {
+
+using namespace testing;
+
+class CapturingSender final : public FrameSender {
+public:
+    void send(const mesh::NodeId& to, mesh::Message message) override {
+        std::lock_guard lock(mutex_);
+        sent.emplace_back(to, std::move(message));
+    }
+    std::vector<std::pair<mesh::NodeId, mesh::Message>> take() {
+        std::lock_guard lock(mutex_);
+        return std::move(sent);
+    }
+    std::vector<std::pair<mesh::NodeId, mesh::Message>> sent;
+
+private:
+    std::mutex mutex_;
+};
+
+class SwitchableDirectory final : public PipelineDirectory {
+public:
+    std::optional<ActivePipeline> active(std::string& why) override {
+        std::lock_guard lock(mutex_);
+        if (!pipeline_) why = "no plan yet";
+        return pipeline_;
+    }
+    void set(std::optional<ActivePipeline> p) {
+        std::lock_guard lock(mutex_);
+        pipeline_ = std::move(p);
+    }
+
+private:
+    std::mutex mutex_;
+    std::optional<ActivePipeline> pipeline_;
+};
+
+PipelineRoute one_stage(std::uint64_t epoch) {
+    PipelineRoute r;
+    r.epoch = epoch;
+    r.self = node_id(0);
+    r.stages.push_back({node_id(0), 0, demo_frontend().config.n_layers});
+    r.activations = mesh::ActivationDType::kF32;
+    return r;
+}
+
+std::shared_ptr<PipelineHead> make_head(std::uint64_t epoch, FrameSender* sender,
+                                        PipelineHeadOptions options = {}) {
+    const auto& model = demo_frontend();
+    return std::make_shared<PipelineHead>(model, load_range(model, {0, model.config.n_layers}),
+                                          one_stage(epoch), sender, options, quiet_logger());
+}
+
+void expect_resume_gives_uninterrupted_text(const api::CompletionRequest& request) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    SamplingDefaults defaults;
+    MeshCompletionService service(model, node_id(0), directory, sender, defaults, quiet_logger());
+
+    auto first = make_head(1, nullptr);
+    directory.set(ActivePipeline{one_stage(1), first});
+    auto whole = start(service, request);
+    ASSERT_TRUE(whole.sink->wait());
+    ASSERT_TRUE(whole.sink->final) << (whole.sink->error ? whole.sink->error->message : "");
+
+    auto resumed = start(service, request);
+    ASSERT_TRUE(first->n_active() == 1 || resumed.sink->finished());
+    ASSERT_TRUE(TestMesh::wait_for([&] { return resumed.sink->deltas() >= 10; }));
+    // A new plan commits: its head takes over; the old head stops at once, failing what it
+    // ran with `unavailable`, and the origin resumes the request there.
+    auto second = make_head(2, nullptr);
+    directory.set(ActivePipeline{one_stage(2), second});
+    first->stop(std::chrono::milliseconds(0));
+    ASSERT_TRUE(resumed.sink->wait());
+    ASSERT_TRUE(resumed.sink->final) << (resumed.sink->error ? resumed.sink->error->message : "");
+    EXPECT_EQ(resumed.sink->content, whole.sink->content);
+    EXPECT_EQ(resumed.sink->final->usage.completion_tokens,
+              whole.sink->final->usage.completion_tokens);
+    EXPECT_EQ(resumed.sink->final->usage.prompt_tokens, whole.sink->final->usage.prompt_tokens);
+    // The second head ran it (it had to recompute prompt + the tokens so far).
+    EXPECT_GT(second->timings().tokens, 10u);
+    second->stop(std::chrono::milliseconds(0));
+}
+
+TEST(Origin, GreedyRequestResumedOnANewPipelineGivesTheUninterruptedText) {
+    const auto& model = demo_frontend();
+    auto request = completion("Once upon a time, a little girl", 120);
+    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
+    expect_resume_gives_uninterrupted_text(request);
+}
+
+TEST(Origin, SeededRequestWithPenaltiesResumedGivesTheUninterruptedText) {
+    const auto& model = demo_frontend();
+    auto request = completion("The dragon flew over the mountains and", 120);
+    request.sampling.temperature = 0.9;
+    request.sampling.top_p = 0.95;
+    request.sampling.seed = 42;
+    request.sampling.presence_penalty = 0.5;
+    request.sampling.repetition_penalty = 1.1;
+    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
+    expect_resume_gives_uninterrupted_text(request);
+}
+
+TEST(Origin, NoPipelineIsA503WithTheReason) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
+    auto s = start(service, completion("Hi", 3));
+    ASSERT_TRUE(s.sink->wait());
+    ASSERT_TRUE(s.sink->error);
+    EXPECT_EQ(s.sink->error->kind, api::ErrorKind::unavailable);
+    EXPECT_NE(s.sink->error->message.find("no plan yet"), std::string::npos);
+    EXPECT_EQ(service.health().state, api::HealthState::unavailable);
+}
+
+TEST(Origin, RemoteHeadThatNeverAnswersTimesOut) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    auto route = one_stage(3);
+    route.stages[0].node = node_id(5);  // a head elsewhere that receives nothing
+    directory.set(ActivePipeline{route, nullptr});
+    MeshServiceOptions options;
+    options.remote_stall_timeout = std::chrono::milliseconds(300);
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
+                                  options);
+    auto s = start(service, completion("Hi", 3));
+    ASSERT_TRUE(s.sink->wait(std::chrono::seconds(10)));
+    ASSERT_TRUE(s.sink->error);
+    EXPECT_EQ(s.sink->error->kind, api::ErrorKind::unavailable);
+    bool request_sent = false, cancel_sent = false;
+    for (auto& [to, m] : sender.take()) {
+        EXPECT_EQ(to, node_id(5));
+        request_sent |= std::holds_alternative<mesh::RequestFrame>(m);
+        cancel_sent |= std::holds_alternative<mesh::Cancel>(m);
+    }
+    EXPECT_TRUE(request_sent);
+    EXPECT_TRUE(cancel_sent);
+}
+
+mesh::RequestFrame request_frame(std::uint64_t id, std::uint64_t epoch, int max_new = 4) {
+    GenerationSetup setup;
+    setup.n_prompt = 3;
+    setup.max_new_tokens = max_new;
+    setup.context = demo_frontend().context;
+    mesh::RequestFrame f;
+    f.request_id = id;
+    f.epoch = epoch;
+    f.origin = node_id(3);
+    f.tokens = {5, 6, 7};
+    f.n_prompt = 3;
+    f.setup = encode_generation_setup(setup);
+    return f;
+}
+
+std::optional<mesh::ErrorFrame> error_in(std::vector<std::pair<mesh::NodeId, mesh::Message>> sent) {
+    for (auto& [to, m] : sent) {
+        EXPECT_EQ(to, node_id(3));
+        if (auto* e = std::get_if<mesh::ErrorFrame>(&m)) return *e;
+    }
+    return std::nullopt;
+}
+
+TEST(RemoteRequests, RefusalsCarryTheRightCodes) {
+    CapturingSender sender;
+    PipelineHeadOptions options;
+    options.max_active = 1;
+    options.max_queue = 0;
+    auto head = make_head(4, &sender, options);
+    auto& log = *quiet_logger();
+    auto code_of = [&](mesh::RequestFrame f, PipelineHead* h) -> std::optional<api::ErrorKind> {
+        accept_remote_request(node_id(3), std::move(f), h, sender, log);
+        auto e = error_in(sender.take());
+        if (!e) return std::nullopt;
+        return error_kind_of(e->code);
+    };
+    EXPECT_EQ(code_of(request_frame(1, 4), nullptr), api::ErrorKind::unavailable);     // not head
+    EXPECT_EQ(code_of(request_frame(1, 3), head.get()), api::ErrorKind::unavailable);  // epoch
+    auto bad_setup = request_frame(1, 4);
+    bad_setup.setup.pop_back();
+    EXPECT_EQ(code_of(bad_setup, head.get()), api::ErrorKind::invalid_request);
+    auto bad_token = request_frame(1, 4);
+    bad_token.tokens[1] = 999999;
+    EXPECT_EQ(code_of(bad_token, head.get()), api::ErrorKind::invalid_request);
+    auto wrong_origin = request_frame(1, 4);
+    wrong_origin.origin = node_id(4);
+    EXPECT_EQ(code_of(wrong_origin, head.get()), api::ErrorKind::invalid_request);
+
+    // One slot, no queue: a long request holds it, the next one gets 429.
+    accept_remote_request(node_id(3), request_frame(10, 4, 400), head.get(), sender, log);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 1; }));
+    EXPECT_EQ(code_of(request_frame(11, 4), head.get()), api::ErrorKind::overloaded);
+    head->cancel(10);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 0; }));
+
+    // Accepted: RequestUpdate{accepted}, then tokens, the last one finishing.
+    sender.take();
+    accept_remote_request(node_id(3), request_frame(12, 4, 4), head.get(), sender, log);
+    std::vector<mesh::SampledTokenInfo> tokens;
+    bool accepted = false;
+    ASSERT_TRUE(TestMesh::wait_for([&] {
+        for (auto& [to, m] : sender.take()) {
+            EXPECT_EQ(to, node_id(3));
+            auto* u = std::get_if<mesh::RequestUpdate>(&m);
+            if (u == nullptr) {
+                ADD_FAILURE() << "not a RequestUpdate";
+                continue;
+            }
+            EXPECT_EQ(u->request_id, 12u);
+            accepted |= u->accepted;
+            for (auto& t : u->tokens) tokens.push_back(t);
+        }
+        return !tokens.empty() && tokens.back().finish != mesh::TokenFinish::kContinue;
+    }));
+    EXPECT_TRUE(accepted);
+    EXPECT_EQ(tokens.size(), 4u);
+    EXPECT_EQ(tokens.back().finish, mesh::TokenFinish::kLength);
+    head->stop(std::chrono::milliseconds(0));
+    EXPECT_EQ(code_of(request_frame(13, 4), head.get()), api::ErrorKind::unavailable);
+}
+
+}  // namespace
+}  // namespace brigade::node
