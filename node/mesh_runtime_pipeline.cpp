@@ -2,9 +2,9 @@
 
 namespace brigade::node {
 
-model::Result<double> measure_seconds_per_layer(const ModelFrontend& model,
-                                                const StageLoadOptions& options,
-                                                spdlog::logger& logger, int n_steps) {
+model::Result<double> measure_layer_seconds(const ModelFrontend& model,
+                                            const StageLoadOptions& options, spdlog::logger& logger,
+                                            int n_steps) {
     StageLoadOptions one = options;
     one.show_progress = false;
     auto loaded = load_stage_resources(model, {0, 1}, one, logger);
@@ -128,12 +128,10 @@ void ModelPipelineHost::deactivate(std::string why) { swap_in(std::nullopt, {}, 
 void ModelPipelineHost::on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) {
     Part part;
     MeshCompletionService* service = nullptr;
-    std::uint64_t epoch = 0;
     {
         std::lock_guard lock(mutex_);
         part = part_;
         service = service_;
-        if (route_) epoch = route_->epoch;
     }
     if (auto* token = std::get_if<mesh::TokenFrame>(&message)) {
         if (part.head) {
@@ -157,11 +155,8 @@ void ModelPipelineHost::on_pipeline_frame(const mesh::NodeId& from, mesh::Messag
         if (part.head && part.head->on_stage_error(from, *error)) return;
         if (service != nullptr) service->on_request_error(from, *error);
     } else if (auto* request = std::get_if<mesh::RequestFrame>(&message)) {
-        // Remote requests are wired with node/remote_requests.hpp (compute side).
-        sender_.send(
-            from, mesh::ErrorFrame{error_code_of(api::ErrorKind::unavailable), request->request_id,
-                                   "this node does not take remote requests yet"});
-        (void)epoch;
+        // Answers 503 itself when this node is not the head of `request->epoch`.
+        accept_remote_request(from, std::move(*request), part.head.get(), sender_, *logger_);
     }
 }
 

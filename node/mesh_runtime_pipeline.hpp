@@ -17,6 +17,7 @@
 #include "node/mesh_runtime.hpp"
 #include "node/model_loading.hpp"
 #include "node/pipeline_head.hpp"
+#include "node/remote_requests.hpp"
 #include "node/stage_worker.hpp"
 
 namespace brigade::node {
@@ -28,9 +29,9 @@ struct ModelPipelineHostOptions {
 
 // This node's decode speed for the capacity report: loads layer 0 only, runs a short prompt,
 // then times `n_steps` one-token decode steps of that layer (embedding included).
-model::Result<double> measure_seconds_per_layer(const ModelFrontend& model,
-                                                const StageLoadOptions& options,
-                                                spdlog::logger& logger, int n_steps = 8);
+model::Result<double> measure_layer_seconds(const ModelFrontend& model,
+                                            const StageLoadOptions& options, spdlog::logger& logger,
+                                            int n_steps = 8);
 
 class ModelPipelineHost final : public PipelineHost, public PipelineDirectory {
 public:
