@@ -675,6 +675,7 @@ def main():
             kinds_needed[c["kind"]] -= 1
     if len(chosen) < 3:
         chosen = candidates[:3]
+    chosen.sort(key=lambda c: c["kind"] != "chat")  # the chat prompts first, then the plain one
     tool_cases = demo_tool_chats.evaluation_cases()
     tools_bf16 = evaluate_tools(reloaded, tok, tool_cases, device)
     tools_bf16_seen = evaluate_tools(reloaded, tok, demo_tool_chats.evaluation_cases(seen=True)[2:], device, keep=0)
