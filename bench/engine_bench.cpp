@@ -209,17 +209,37 @@ private:
                 const std::int64_t cols = t.shape[1] * 32 / bits_;
                 scales.clear();
                 biases.clear();
-                const std::int64_t block = 1024;
-                std::vector<float> w;
-                for (std::int64_t r0 = 0; r0 < rows; r0 += block) {
-                    const std::int64_t n = std::min(block, rows - r0);
-                    w.resize(static_cast<std::size_t>(n * cols));
-                    for (auto& x : w) x = dist(rng);
-                    auto qz =
-                        brigade::model::io::quantize_affine(w.data(), n, cols, bits_, 64, "BF16");
-                    out.write(qz->weight.data(), static_cast<std::streamsize>(qz->weight.size()));
-                    scales += qz->scales;
-                    biases += qz->biases;
+                // Blocks of rows are generated and quantized on all cores (one wave of
+                // blocks at a time, each with its own seed) and written in order.
+                const std::int64_t block = 256;
+                const std::int64_t n_blocks = (rows + block - 1) / block;
+                const auto wave =
+                    static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+                for (std::int64_t b0 = 0; b0 < n_blocks; b0 += wave) {
+                    const std::int64_t b1 = std::min(n_blocks, b0 + wave);
+                    std::vector<brigade::model::io::AffineQuantized> done(
+                        static_cast<std::size_t>(b1 - b0));
+                    std::vector<std::thread> threads;
+                    for (std::int64_t b = b0; b < b1; ++b) {
+                        threads.emplace_back([&, b] {
+                            const std::int64_t r0 = b * block;
+                            const std::int64_t n = std::min(block, rows - r0);
+                            FastRng local;
+                            local.s += static_cast<std::uint64_t>(b + 1) * 0x9E37ull +
+                                       static_cast<std::uint64_t>(rows);
+                            std::vector<float> w(static_cast<std::size_t>(n * cols));
+                            for (auto& x : w) x = dist(local);
+                            done[static_cast<std::size_t>(b - b0)] =
+                                *brigade::model::io::quantize_affine(w.data(), n, cols, bits_, 64,
+                                                                     "BF16");
+                        });
+                    }
+                    for (auto& th : threads) th.join();
+                    for (const auto& qz : done) {
+                        out.write(qz.weight.data(), static_cast<std::streamsize>(qz.weight.size()));
+                        scales += qz.scales;
+                        biases += qz.biases;
+                    }
                 }
                 continue;
             }

@@ -285,9 +285,16 @@ int main(int argc, char** argv) {
     CpuBackend backend(BackendOptions{opt.threads}, grouped);
     CpuBackend fused_backend(BackendOptions{opt.threads}, fused);
     CpuBackend int16_backend(BackendOptions{opt.threads}, int16);
-    CpuTuning prefetch = grouped;
-    prefetch.grouped_prefetch_bytes = 1024;
-    CpuBackend prefetch_backend(BackendOptions{opt.threads}, prefetch);
+    // Software prefetch distance of the decode kernels: none and 2 KiB beside the default.
+    CpuTuning no_prefetch = grouped;
+    no_prefetch.prefetch_bytes = 0;
+    CpuBackend no_prefetch_backend(BackendOptions{opt.threads}, no_prefetch);
+    CpuTuning far_prefetch = grouped;
+    far_prefetch.prefetch_bytes = 2048;
+    CpuBackend far_prefetch_backend(BackendOptions{opt.threads}, far_prefetch);
+    CpuTuning no_lookup = grouped;  // 4-bit through the generic grouped path on AVX-512 too
+    no_lookup.q4_lookup = false;
+    CpuBackend no_lookup_backend(BackendOptions{opt.threads}, no_lookup);
     const int n_threads = backend.n_threads();
     // The target the kernels dispatch to: the best one both supported here and compiled in.
     const std::int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
@@ -334,14 +341,21 @@ int main(int argc, char** argv) {
             const int calls = opt.hot ? 50 : 1;
             const double t = time_matmul(backend, copies, x.data(), 1, y.data(), rounds, calls);
             report({name, bytes / t / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+            for (auto [b, label] : {std::pair{&no_prefetch_backend, " [no prefetch]"},
+                                    std::pair{&far_prefetch_backend, " [prefetch 2 KiB]"}}) {
+                const double tp = time_matmul(*b, copies, x.data(), 1, y.data(), rounds, calls);
+                report({name + label, bytes / tp / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+            }
             if (f.bits == 0) continue;
+            if (f.bits == 4) {
+                const double tl =
+                    time_matmul(no_lookup_backend, copies, x.data(), 1, y.data(), rounds, calls);
+                report({name + " [no lookup]", bytes / tl / 1e9, "GB/s", bandwidth,
+                        "read bandwidth GB/s"});
+            }
             const double t_fused =
                 time_matmul(fused_backend, copies, x.data(), 1, y.data(), rounds, calls);
             report({name + " [fused]", bytes / t_fused / 1e9, "GB/s", bandwidth,
-                    "read bandwidth GB/s"});
-            const double t_pf =
-                time_matmul(prefetch_backend, copies, x.data(), 1, y.data(), rounds, calls);
-            report({name + " [prefetch]", bytes / t_pf / 1e9, "GB/s", bandwidth,
                     "read bandwidth GB/s"});
             const double t_int16 =
                 time_matmul(int16_backend, copies, x.data(), 1, y.data(), rounds, calls);

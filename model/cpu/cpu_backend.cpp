@@ -131,7 +131,7 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
             });
         }
         const GroupedActivations xa{w.bits == 4 ? xg_.data() : x, xg_sum_.data(),
-                                    tuning_.grouped_prefetch_bytes};
+                                    tuning_.prefetch_bytes, tuning_.q4_lookup};
         balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
             gemv_rows_grouped(w, xa, n, begin, end, bias, y, w.rows);
         });
@@ -142,7 +142,7 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
     // least keeps the per-task overhead far below the bytes each task streams.
     balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
         gemv_rows(w, x, n, begin, end, bias, y, w.rows,
-                  scratch_[static_cast<std::size_t>(thread)].data());
+                  scratch_[static_cast<std::size_t>(thread)].data(), tuning_.prefetch_bytes);
     });
 }
 

@@ -17,10 +17,11 @@ namespace brigade::model::cpu {
 // tokens t in [0, n). `row_scratch` holds 2 * w.cols floats: for n > 4 rows are taken in pairs
 // and quantized rows are decoded there once and reused for every token; for n <= 4 they are
 // decoded in registers (fused). With row_scratch null, n > 4 is only allowed for plain rows
-// and runs one row at a time.
+// and runs one row at a time. `prefetch_bytes` > 0: plain rows at n <= 4 prefetch that far
+// ahead in the row stream.
 void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
                std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
-               float* row_scratch);
+               float* row_scratch, std::int64_t prefetch_bytes = 0);
 
 // Activations of a quantized-weight GEMV as int16 per weight group (matmul_int16.cpp):
 // xq [n, cols] in the kernel's layout, step [n, n_groups] (x ≈ xq * step) and sum
@@ -47,6 +48,7 @@ struct GroupedActivations {
     const float* x = nullptr;
     const float* group_sum = nullptr;
     std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
+    bool q4_lookup = true;            // AVX-512: 4-bit rows through a per-group lookup table
 };
 // Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
 bool grouped_kernel_supports(const WeightMatrix& w);

@@ -20,6 +20,7 @@
 #include "model/cpu/simd_targets.hpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include "model/cpu/decode-inl.hpp"
 // clang-format on
 
@@ -107,12 +108,14 @@ struct Accumulators {
 // out[t] = dot(x[t], row) for T tokens of a plain-dtype row.
 template <DType DT, int T>
 HWY_INLINE void dot_plain(const std::uint8_t* row, std::int64_t cols, const float* x,
-                          std::int64_t ldx, float* out) {
+                          std::int64_t ldx, float* out, std::int64_t prefetch_bytes = 0) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    constexpr std::int64_t kElemBytes = DT == DType::kF32 ? 4 : 2;
     Accumulators<T> acc;
     std::int64_t c = 0;
     for (; c + 2 * n <= cols; c += 2 * n) {
+        if (prefetch_bytes > 0) hwy::Prefetch(row + c * kElemBytes + prefetch_bytes);
         acc.step(load_weights<DT>(row, c), load_weights<DT>(row, c + n), x, ldx, c, n);
     }
     for (; c + n <= cols; c += n) acc.step1(load_weights<DT>(row, c), x, ldx, c);
@@ -195,33 +198,35 @@ HWY_INLINE void dequantize_one_row(const WeightMatrix& w, std::int64_t r, float*
 }
 
 template <int T>
-HWY_INLINE void dot_row(const WeightMatrix& w, std::int64_t r, const float* x, float* out) {
+HWY_INLINE void dot_row(const WeightMatrix& w, std::int64_t r, const float* x, float* out,
+                        std::int64_t prefetch) {
     const std::int64_t cols = w.cols;
     if (w.quantized()) return dot_quant<T>(w, r, x, cols, out);
     const auto* row = static_cast<const std::uint8_t*>(w.data) + r * w.row_bytes();
     switch (w.dtype) {
         case DType::kF32:
-            return dot_plain<DType::kF32, T>(row, cols, x, cols, out);
+            return dot_plain<DType::kF32, T>(row, cols, x, cols, out, prefetch);
         case DType::kBF16:
-            return dot_plain<DType::kBF16, T>(row, cols, x, cols, out);
+            return dot_plain<DType::kBF16, T>(row, cols, x, cols, out, prefetch);
         default:
-            return dot_plain<DType::kF16, T>(row, cols, x, cols, out);
+            return dot_plain<DType::kF16, T>(row, cols, x, cols, out, prefetch);
     }
 }
 
 // Dots of all n tokens with one row in tiles of 4 (then 3, 2, 1) tokens.
 HWY_INLINE void dot_row_all_tokens(const WeightMatrix& w, std::int64_t r, const float* x,
-                                   std::int64_t n, float bias, float* y, std::int64_t ldy) {
+                                   std::int64_t n, float bias, float* y, std::int64_t ldy,
+                                   std::int64_t prefetch = 0) {
     float out[4];
     std::int64_t t = 0;
     for (; t + 4 <= n; t += 4) {
-        dot_row<4>(w, r, x + t * w.cols, out);
+        dot_row<4>(w, r, x + t * w.cols, out, prefetch);
         for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[i] + bias;
     }
     const std::int64_t left = n - t;
-    if (left == 3) dot_row<3>(w, r, x + t * w.cols, out);
-    if (left == 2) dot_row<2>(w, r, x + t * w.cols, out);
-    if (left == 1) dot_row<1>(w, r, x + t * w.cols, out);
+    if (left == 3) dot_row<3>(w, r, x + t * w.cols, out, prefetch);
+    if (left == 2) dot_row<2>(w, r, x + t * w.cols, out, prefetch);
+    if (left == 1) dot_row<1>(w, r, x + t * w.cols, out, prefetch);
     for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + bias;
 }
 
@@ -359,7 +364,7 @@ HWY_INLINE void gemv_row_pairs(const WeightMatrix& w, const float* x, std::int64
 
 void GemvRows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
               std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
-              float* row_scratch) {
+              float* row_scratch, std::int64_t prefetch_bytes) {
     if (n > 4 && row_scratch != nullptr) {
         // Pairs of rows; an odd last row falls through to the single-row loop below.
         gemv_row_pairs(w, x, n, row_begin, row_end, bias, y, ldy, row_scratch);
@@ -376,7 +381,7 @@ void GemvRows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_
             dequantize_one_row(w, r, row_scratch);
             dot_row_all_tokens(f32_row, 0, x, n, b, y + r, ldy);
         } else {
-            dot_row_all_tokens(w, r, x, n, b, y, ldy);
+            dot_row_all_tokens(w, r, x, n, b, y, ldy, prefetch_bytes);
         }
     }
 }
@@ -400,8 +405,9 @@ HWY_EXPORT(DequantizeRows);
 
 void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
                std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
-               float* row_scratch) {
-    HWY_DYNAMIC_DISPATCH(GemvRows)(w, x, n, row_begin, row_end, bias, y, ldy, row_scratch);
+               float* row_scratch, std::int64_t prefetch_bytes) {
+    HWY_DYNAMIC_DISPATCH(GemvRows)
+    (w, x, n, row_begin, row_end, bias, y, ldy, row_scratch, prefetch_bytes);
 }
 
 void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
