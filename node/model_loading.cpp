@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "model/model_config.hpp"
 #include "node/model_ref.hpp"
@@ -16,20 +18,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Reads the weight files once, front to back, so the page cache holds them before the stage
-// maps them: this is where the time goes on a cold start, and it is the part whose progress we
-// can measure in bytes. Draws a bar on a terminal; logs start and end otherwise.
-void read_weights_with_progress(const fs::path& dir, spdlog::logger& logger) {
+// Weight files in `dir` that `wanted` allows (all when `wanted` is empty).
+std::vector<fs::path> safetensors_files(const fs::path& dir, const std::set<std::string>& wanted) {
     std::vector<fs::path> files;
-    std::uintmax_t total = 0;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (entry.path().extension() == ".safetensors" && entry.is_regular_file(ec)) {
+        if (entry.path().extension() == ".safetensors" && entry.is_regular_file(ec) &&
+            (wanted.empty() || wanted.count(entry.path().filename().string()) != 0)) {
             files.push_back(entry.path());
-            total += entry.file_size(ec);
         }
     }
     std::sort(files.begin(), files.end());
+    return files;
+}
+
+// Reads the weight files once, front to back, so the page cache holds them before the stage
+// maps them: this is where the time goes on a cold start, and it is the part whose progress we
+// can measure in bytes. Draws a bar on a terminal; logs start and end otherwise.
+void read_weights_with_progress(const std::vector<fs::path>& files, spdlog::logger& logger) {
+    std::uintmax_t total = 0;
+    std::error_code ec;
+    for (const auto& f : files) total += fs::file_size(f, ec);
     const bool tty = isatty(STDERR_FILENO) == 1;
     logger.info("reading {} weight file(s), {:.1f} MiB", files.size(),
                 static_cast<double>(total) / (1 << 20));
@@ -68,6 +77,28 @@ model::Result<model::BackendKind> backend_kind(const std::string& name) {
 }
 
 }  // namespace
+
+std::vector<std::filesystem::path> weight_files_for_range(const std::filesystem::path& dir,
+                                                          model::LayerRange range, int n_layers) {
+    std::set<std::string> wanted;
+    std::ifstream in(dir / "model.safetensors.index.json");
+    if (!in) return safetensors_files(dir, wanted);
+    const nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+        return safetensors_files(dir, wanted);
+    }
+    const bool ends = range.first == 0 || range.last == n_layers;
+    static const std::string kLayers = "model.layers.";
+    for (const auto& [name, file] : index["weight_map"].items()) {
+        if (!file.is_string()) return safetensors_files(dir, {});  // not understood: read all
+        bool needed = ends;  // embedding, final norm, lm_head: the head and the tail
+        if (name.rfind(kLayers, 0) == 0) {
+            needed = range.contains(std::atoi(name.c_str() + kLayers.size()));
+        }
+        if (needed) wanted.insert(file.get<std::string>());
+    }
+    return safetensors_files(dir, wanted);
+}
 
 model::Result<ModelFrontend> load_model_frontend(const ServeModelOptions& options,
                                                  spdlog::logger& logger) {
@@ -145,7 +176,10 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
 
     auto resources = std::make_shared<StageResources>();
     resources->backend = std::move(*backend);
-    if (options.show_progress) read_weights_with_progress(model.dir, logger);
+    if (options.show_progress) {
+        read_weights_with_progress(weight_files_for_range(model.dir, range, model.config.n_layers),
+                                   logger);
+    }
     model::StageOptions stage_options;
     stage_options.max_context = model.context;
     stage_options.max_kv_bytes = options.max_kv_bytes;

@@ -6,6 +6,7 @@
 
 #include <spdlog/logger.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ struct StageLoadOptions {
     std::uint64_t max_kv_bytes = 0;  // 0 = no limit
     bool show_progress = true;       // read the range's weight files first, with a bar on a tty
 };
+
+// The weight files a stage of `range` reads: with a shard index, only the shards holding the
+// range's layers (plus embedding / norm / lm_head for the head and the tail); else every
+// *.safetensors file. Sorted.
+std::vector<std::filesystem::path> weight_files_for_range(const std::filesystem::path& dir,
+                                                          model::LayerRange range, int n_layers);
 
 // Everything but the weights. Reads only small files (config, tokenizer, template).
 model::Result<ModelFrontend> load_model_frontend(const ServeModelOptions& options,

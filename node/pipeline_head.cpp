@@ -136,8 +136,9 @@ PipelineHead::Submitted PipelineHead::submit(HeadRequest request,
     const auto& m = impl_->model;
     const auto n = static_cast<std::int64_t>(request.tokens.size());
     const auto& setup = request.setup;
+    const bool can_send = impl_->n_stages == 1 || impl_->sender != nullptr;
     if (n == 0 || setup.n_prompt < 1 || setup.n_prompt > n || setup.context > m.context ||
-        n >= setup.context || !events) {
+        n >= setup.context || !events || !can_send) {
         return Submitted::invalid;
     }
     for (auto id : request.tokens) {

@@ -135,6 +135,40 @@ TEST(Pipeline, Qwen2FixtureMatchesHuggingFaceGreedyOnOneTwoAndThreeStages) {
     }
 }
 
+TEST(Pipeline, ShardedFixtureStagesReadOnlyTheirShardsAndMatchHuggingFace) {
+    auto f = load_fixture("sharded_llama_f32");
+    ASSERT_TRUE(f.model);
+    ASSERT_EQ(f.model->config.n_layers, 4);
+    auto names = [&](model::LayerRange r) {
+        std::vector<std::string> out;
+        for (const auto& p : weight_files_for_range(f.model->dir, r, 4)) {
+            out.push_back(p.filename().string());
+        }
+        return out;
+    };
+    // From the fixture's index: embed + layer 0 attention in shard 1, layer 0 MLP and layer 1
+    // attention q/k in shard 2, ..., lm_head alone in shard 6.
+    const auto all = names({0, 4});
+    EXPECT_EQ(all.size(), 6u);
+    const auto middle = names({1, 3});
+    EXPECT_LT(middle.size(), all.size());
+    EXPECT_EQ(std::count(middle.begin(), middle.end(), "model-00006-of-00006.safetensors"), 0)
+        << "a middle stage needs no lm_head";
+    const auto tail = names({3, 4});
+    EXPECT_EQ(std::count(tail.begin(), tail.end(), "model-00006-of-00006.safetensors"), 1);
+
+    const std::vector<std::vector<model::LayerRange>> splits = {
+        {{0, 4}}, {{0, 2}, {2, 4}}, {{0, 1}, {1, 3}, {3, 4}}};
+    for (const auto& split : splits) {
+        TestMesh mesh(*f.model, split, ActivationDType::kF32);
+        const auto prompt = f.expected["prompts"][0].get<std::vector<std::int32_t>>();
+        const auto want = f.expected["greedy"][0].get<std::vector<std::int32_t>>();
+        auto tokens = generate(
+            mesh, head_request(200, prompt, static_cast<int>(want.size()), f.model->context));
+        EXPECT_EQ(ids_of(tokens), want) << split.size() << " stages";
+    }
+}
+
 TEST(Pipeline, Bf16ActivationsKeepTopLogprobsWithinTolerance) {
     const auto& model = demo_frontend();
     const auto prompt = demo_prompt("The little robot walked into the kitchen and");
