@@ -41,6 +41,7 @@ LocalServing::LocalServing(const ModelFrontend& model, std::shared_ptr<StageReso
                            std::shared_ptr<spdlog::logger> logger)
     : impl_(std::make_unique<Impl>()) {
     auto route = one_stage_route(model, self);
+    options.service.resume_grace = std::chrono::milliseconds(0);  // no other pipeline, ever
     impl_->head = std::make_shared<PipelineHead>(model, std::move(resources), route, nullptr,
                                                  options.head, logger);
     impl_->directory =

@@ -38,6 +38,8 @@ struct OriginRequest {
     Clock::time_point last_heard;
     int attempts = 0;
     bool done = false;
+    // Failed by its head with `unavailable`, waiting (resume_grace) for a newer pipeline.
+    std::optional<std::string> parked;
 };
 
 constexpr const char* kBusy =
@@ -238,6 +240,7 @@ void MeshCompletionService::Impl::route(const Request& req) {
     req->head = active->route.head();
     req->local_head = active->local_head;
     req->last_heard = Clock::now();
+    req->parked.reset();
     ++req->attempts;
     {
         std::lock_guard lock(mutex);
@@ -336,7 +339,16 @@ void MeshCompletionService::Impl::on_failed(const Request& req, std::uint64_t at
                                             api::ErrorKind kind, std::string message) {
     std::lock_guard lock(req->mutex);
     if (req->done || req->request_id != attempt) return;
-    if (kind == api::ErrorKind::unavailable && try_resume(req)) return;
+    if (kind == api::ErrorKind::unavailable) {
+        if (try_resume(req)) return;
+        if (options.resume_grace.count() > 0) {
+            logger->info("{}: {}; waiting up to {} ms for a new pipeline", req->api_id, message,
+                         options.resume_grace.count());
+            req->parked = std::move(message);
+            req->last_heard = Clock::now();
+            return;
+        }
+    }
     if (kind == api::ErrorKind::internal && message.find(req->api_id) == std::string::npos) {
         message = "request " + req->api_id + ": " + message;  // for the client and its logs
     }
@@ -361,7 +373,14 @@ void MeshCompletionService::Impl::check_stalled() {
     const auto now = Clock::now();
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
-        if (req->done || !req->local_head.expired() || req->head == self) continue;
+        if (req->done) continue;
+        if (req->parked) {
+            if (now - req->last_heard >= options.resume_grace && !try_resume(req)) {
+                stream_fail_locked(req, api::ErrorKind::unavailable, *req->parked);
+            }
+            continue;
+        }
+        if (!req->local_head.expired() || req->head == self) continue;
         if (now - req->last_heard < options.remote_stall_timeout) continue;
         logger->warn("{}: no answer from head {} for {} ms", req->api_id, req->head.short_string(),
                      options.remote_stall_timeout.count());

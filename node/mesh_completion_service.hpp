@@ -48,6 +48,9 @@ struct MeshServiceOptions {
     std::chrono::milliseconds remote_stall_timeout{120000};
     // Requests accepted from clients but not yet templated; beyond this, 429.
     std::size_t max_pending = 1024;
+    // A request its head failed with `unavailable` while no newer pipeline is known waits this
+    // long for one (a head may learn of a new plan before this node does); then it fails.
+    std::chrono::milliseconds resume_grace{5000};
 };
 
 class MeshCompletionService final : public api::CompletionService {

@@ -8,7 +8,6 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "node/activations.hpp"
 #include "node/prefix_cache.hpp"
@@ -86,7 +85,8 @@ struct PipelineHead::Impl {
     std::vector<std::uint64_t> cancels;
     std::vector<mesh::TokenFrame> token_frames;
     std::vector<StageError> stage_errors;
-    std::unordered_set<std::uint64_t> known;  // queued or active request ids
+    // Queued or active request ids, with their origin (zero: this node).
+    std::unordered_map<std::uint64_t, mesh::NodeId> known;
     bool stopping = false;
     Clock::time_point drain_deadline;
     std::size_t n_active_mirror = 0;
@@ -156,7 +156,7 @@ PipelineHead::Submitted PipelineHead::submit(HeadRequest request,
             free_slots + static_cast<std::size_t>(impl_->options.max_queue)) {
             return Submitted::queue_full;
         }
-        impl_->known.insert(request.request_id);
+        impl_->known.emplace(request.request_id, request.origin);
         impl_->queue.push_back({std::move(request), std::move(events)});
     }
     impl_->wake.notify_one();
@@ -188,6 +188,21 @@ void PipelineHead::cancel(std::uint64_t request_id) {
         impl_->cancels.push_back(request_id);
     }
     impl_->wake.notify_one();
+}
+
+void PipelineHead::cancel_origin(const mesh::NodeId& origin) {
+    std::vector<std::uint64_t> ids;
+    {
+        std::lock_guard lock(impl_->mutex);
+        for (const auto& [id, from] : impl_->known) {
+            if (from == origin) ids.push_back(id);
+        }
+    }
+    if (!ids.empty()) {
+        impl_->logger->info("origin {} is gone: cancelling its {} request(s)",
+                            origin.short_string(), ids.size());
+    }
+    for (auto id : ids) cancel(id);
 }
 
 bool PipelineHead::on_stage_error(const mesh::NodeId& from, const mesh::ErrorFrame& error) {

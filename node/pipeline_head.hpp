@@ -49,6 +49,7 @@ struct HeadRequest {
     std::vector<std::int32_t> tokens;  // prompt, then tokens generated before a resume
     GenerationSetup setup;             // setup.n_prompt says where the prompt ends
     std::string log_id;                // for log lines (the API request id when known)
+    mesh::NodeId origin;               // the node streaming it to its client; zero: this node
 };
 
 struct StageTimings {
@@ -77,6 +78,9 @@ public:
     // here and (Cancel frames along the pipeline) on every other stage. Unknown ids are ignored.
     // `events` is not called for a cancelled request.
     void cancel(std::uint64_t request_id);
+    // Thread-safe: the node `origin` left the mesh; its requests are cancelled (nobody would
+    // read their tokens).
+    void cancel_origin(const mesh::NodeId& origin);
     // Thread-safe: a stage failed one of this head's requests (ErrorFrame with a request id from
     // a stage of this route): the request fails with that error and its KV is freed everywhere.
     // Returns false when the id is not one of this head's requests (the runtime then hands the

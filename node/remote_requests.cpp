@@ -71,6 +71,7 @@ void accept_remote_request(const mesh::NodeId& from, mesh::RequestFrame frame, P
     request.tokens = std::move(frame.tokens);
     request.setup = std::move(*setup);
     request.log_id = std::to_string(id) + "@" + from.short_string();
+    request.origin = from;
     auto events = std::make_shared<RemoteOriginEvents>(sender, from, id);
     switch (head->submit(std::move(request), std::move(events))) {
         case PipelineHead::Submitted::queued:

@@ -111,6 +111,59 @@ TEST(Origin, SeededRequestWithPenaltiesResumedGivesTheUninterruptedText) {
     expect_resume_gives_uninterrupted_text(request);
 }
 
+TEST(Origin, RequestWaitsForTheNewPlanWhenItsHeadStopsFirst) {
+    // The head learns of the new plan (and stops) before this node does: the request waits for
+    // on_pipeline_changed instead of failing, then resumes.
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshServiceOptions options;
+    options.resume_grace = std::chrono::seconds(30);
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
+                                  options);
+    auto request = completion("Once upon a time, a little girl", 100);
+    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
+
+    auto first = make_head(1, nullptr);
+    directory.set(ActivePipeline{one_stage(1), first});
+    auto whole = start(service, request);
+    ASSERT_TRUE(whole.sink->wait());
+    ASSERT_TRUE(whole.sink->final);
+
+    auto s = start(service, request);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 10; }));
+    first->stop(std::chrono::milliseconds(0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(s.sink->finished()) << "failed instead of waiting for the new plan";
+    auto second = make_head(2, nullptr);
+    directory.set(ActivePipeline{one_stage(2), second});
+    service.on_pipeline_changed();
+    ASSERT_TRUE(s.sink->wait());
+    ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
+    EXPECT_EQ(s.sink->content, whole.sink->content);
+    second->stop(std::chrono::milliseconds(0));
+}
+
+TEST(Origin, RequestWithoutANewPlanFailsAfterTheGrace) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshServiceOptions options;
+    options.resume_grace = std::chrono::milliseconds(300);
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
+                                  options);
+    auto request = completion("Once upon a time", 300);
+    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
+    auto head = make_head(1, nullptr);
+    directory.set(ActivePipeline{one_stage(1), head});
+    auto s = start(service, request);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 3; }));
+    head->stop(std::chrono::milliseconds(0));
+    ASSERT_TRUE(s.sink->wait(std::chrono::seconds(10)));
+    ASSERT_TRUE(s.sink->error);
+    EXPECT_EQ(s.sink->error->kind, api::ErrorKind::unavailable);
+}
+
 TEST(Origin, NoPipelineIsA503WithTheReason) {
     const auto& model = demo_frontend();
     CapturingSender sender;
@@ -227,6 +280,15 @@ TEST(RemoteRequests, RefusalsCarryTheRightCodes) {
     EXPECT_TRUE(accepted);
     EXPECT_EQ(tokens.size(), 4u);
     EXPECT_EQ(tokens.back().finish, mesh::TokenFinish::kLength);
+    // The origin leaves: its running requests are cancelled.
+    accept_remote_request(node_id(3), request_frame(14, 4, 400), head.get(), sender, log);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 1; }));
+    head->cancel_origin(node_id(4));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(head->n_active(), 1u) << "another origin's requests stay";
+    head->cancel_origin(node_id(3));
+    EXPECT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 0; }));
+
     head->stop(std::chrono::milliseconds(0));
     EXPECT_EQ(code_of(request_frame(13, 4), head.get()), api::ErrorKind::unavailable);
 }

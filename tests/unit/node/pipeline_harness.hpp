@@ -175,8 +175,10 @@ public:
             n->directory.pipeline = ActivePipeline{route, n->head};
             SamplingDefaults defaults;
             defaults.temperature = 0;
+            MeshServiceOptions service_options;
+            service_options.resume_grace = std::chrono::milliseconds(0);
             n->service = std::make_unique<MeshCompletionService>(
-                model, n->id, n->directory, n->sender, defaults, quiet_logger());
+                model, n->id, n->directory, n->sender, defaults, quiet_logger(), service_options);
             nodes_.push_back(std::move(n));
         }
         delivery_ = std::thread([this] { deliver_loop(); });
