@@ -1,7 +1,8 @@
 // Kernel benchmark of the CPU backend (issue 8): how close matmul and attention come to the
 // machine's limits, measured side by side in one run.
 //
-//   memory read bandwidth   multi-threaded streaming read of 1 GiB            -> GB/s
+//   memory read bandwidth   multi-threaded streaming read of 1 GiB, best of passes with and
+//                           without software prefetch                         -> GB/s
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
 //                           (quantized: the grouped f32 kernel that serving uses, the plain
 //                           fused kernel and the opt-in int16-activation kernel, side by side)
@@ -16,7 +17,7 @@
 //
 // Usage: kernels_bench [--threads N] [--quick] [--filter TEXT] [--json FILE] [--hot]
 // (--hot: decode from one cache-resident matrix, i.e. the kernels' compute ceiling)
-// Every case cycles through enough copies of its data to exceed the last-level cache.
+// Every case cycles through enough copies of its data (1.5 GB) to exceed the last-level cache.
 
 #include <hwy/targets.h>
 
@@ -164,11 +165,15 @@ double measure_read_bandwidth(brigade::model::cpu::ThreadPool& pool, std::size_t
                 n_words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(n_tasks);
             std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
             std::size_t i = b;
-            for (; i + 4 <= e; i += 4) {
-                s0 += buf[i];
-                s1 += buf[i + 1];
-                s2 += buf[i + 2];
-                s3 += buf[i + 3];
+            // Odd passes also prefetch 2 KiB ahead, as the decode kernels do: the bound is the
+            // better of the two, so a kernel cannot beat it just by prefetching.
+            const bool prefetch = r % 2 == 1;
+            for (; i + 8 <= e; i += 8) {
+                if (prefetch) __builtin_prefetch(&buf[i + 256]);
+                s0 += buf[i] + buf[i + 4];
+                s1 += buf[i + 1] + buf[i + 5];
+                s2 += buf[i + 2] + buf[i + 6];
+                s3 += buf[i + 3] + buf[i + 7];
             }
             for (; i < e; ++i) s0 += buf[i];
             sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
@@ -221,16 +226,34 @@ std::string json_escape(const std::string& s) {
 
 }  // namespace
 
-// Copies of one matrix, enough of them to touch at least `min_bytes` per round.
+// How many copies of `bytes` to cycle through so a round touches at least `min_bytes`.
+// min_bytes is several times the last-level cache (300 MB on the Xeon of bench/RESULTS.md),
+// so every round streams from DRAM.
+int copies_for(double bytes, double min_bytes) {
+    return static_cast<int>(std::clamp(std::ceil(min_bytes / bytes), 1.0, 100000.0));
+}
+
+// Copies of one matrix at distinct addresses (equal contents: caches work by address),
+// enough of them to touch at least `min_bytes` per round.
 std::vector<OwnedMatrix> make_copies(const Format& f, std::int64_t rows, std::int64_t cols,
                                      double min_bytes, bool hot, Rng& rng) {
     std::vector<OwnedMatrix> copies;
     copies.push_back(make_matrix(f, rows, cols, rng));
     const double bytes = static_cast<double>(copies[0].view.total_bytes());
-    const int n_copies =
-        hot ? 1 : static_cast<int>(std::clamp(std::ceil(min_bytes / bytes), 1.0, 64.0));
+    const int n_copies = hot ? 1 : copies_for(bytes, min_bytes);
+    copies.reserve(static_cast<std::size_t>(n_copies));
     while (static_cast<int>(copies.size()) < n_copies) {
-        copies.push_back(make_matrix(f, rows, cols, rng));
+        OwnedMatrix c;
+        c.data = copies[0].data;
+        c.scales = copies[0].scales;
+        c.biases = copies[0].biases;
+        c.view = copies[0].view;
+        c.view.data = c.data.data();
+        if (!c.scales.empty()) {
+            c.view.scales = c.scales.data();
+            c.view.biases = c.biases.data();
+        }
+        copies.push_back(std::move(c));
     }
     return copies;
 }
@@ -285,12 +308,12 @@ int main(int argc, char** argv) {
     CpuBackend backend(BackendOptions{opt.threads}, grouped);
     CpuBackend fused_backend(BackendOptions{opt.threads}, fused);
     CpuBackend int16_backend(BackendOptions{opt.threads}, int16);
-    // Software prefetch distance of the decode kernels: none and 2 KiB beside the default.
+    // Software prefetch distance of the decode kernels: none and 1 KiB beside the default.
     CpuTuning no_prefetch = grouped;
     no_prefetch.prefetch_bytes = 0;
     CpuBackend no_prefetch_backend(BackendOptions{opt.threads}, no_prefetch);
     CpuTuning far_prefetch = grouped;
-    far_prefetch.prefetch_bytes = 2048;
+    far_prefetch.prefetch_bytes = 1024;
     CpuBackend far_prefetch_backend(BackendOptions{opt.threads}, far_prefetch);
     CpuTuning no_lookup = grouped;  // 4-bit through the generic grouped path on AVX-512 too
     no_lookup.q4_lookup = false;
@@ -317,7 +340,7 @@ int main(int argc, char** argv) {
 
     brigade::model::cpu::ThreadPool bw_pool(n_threads);
     const std::size_t bw_bytes = (opt.quick ? 256ull : 1024ull) << 20;
-    const double bandwidth = measure_read_bandwidth(bw_pool, bw_bytes, opt.quick ? 3 : 6);
+    const double bandwidth = measure_read_bandwidth(bw_pool, bw_bytes, opt.quick ? 4 : 8);
     report({"memory read bandwidth", bandwidth, "GB/s", 0, ""});
 
     const std::vector<Format> formats = {
@@ -328,7 +351,7 @@ int main(int argc, char** argv) {
         {"llama1b", "gate/up 8192x2048", 8192, 2048},    {"llama1b", "down 2048x8192", 2048, 8192},
     };
     Rng rng;
-    const double min_bytes = opt.quick ? 256e6 : 512e6;
+    const double min_bytes = opt.quick ? 512e6 : 1.5e9;
     const int rounds = opt.quick ? 3 : 6;
     for (const auto& s : decode_shapes) {
         for (const auto& f : formats) {
@@ -342,7 +365,7 @@ int main(int argc, char** argv) {
             const double t = time_matmul(backend, copies, x.data(), 1, y.data(), rounds, calls);
             report({name, bytes / t / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             for (auto [b, label] : {std::pair{&no_prefetch_backend, " [no prefetch]"},
-                                    std::pair{&far_prefetch_backend, " [prefetch 2 KiB]"}}) {
+                                    std::pair{&far_prefetch_backend, " [prefetch 1 KiB]"}}) {
                 const double tp = time_matmul(*b, copies, x.data(), 1, y.data(), rounds, calls);
                 report({name + label, bytes / tp / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             }
@@ -461,12 +484,13 @@ int main(int argc, char** argv) {
             if (!wanted(opt, name)) continue;
             const auto kv_elems = static_cast<std::size_t>(n_kv * a.n_kv_heads * a.head_dim);
             const double bytes = 2.0 * static_cast<double>(kv_elems) * 4.0;
-            const int n_copies =
-                static_cast<int>(std::clamp(std::ceil(min_bytes / bytes), 1.0, 64.0));
+            const int n_copies = copies_for(bytes, min_bytes);
             std::vector<std::vector<float>> ks, vs;
-            for (int i = 0; i < n_copies; ++i) {
-                ks.push_back(random_activations(kv_elems, rng));
-                vs.push_back(random_activations(kv_elems, rng));
+            ks.push_back(random_activations(kv_elems, rng));
+            vs.push_back(random_activations(kv_elems, rng));
+            for (int i = 1; i < n_copies; ++i) {
+                ks.push_back(ks[0]);
+                vs.push_back(vs[0]);
             }
             const auto q =
                 random_activations(static_cast<std::size_t>(a.n_heads * a.head_dim), rng);

@@ -30,9 +30,9 @@ struct CpuTuning {
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
     // Software prefetch distance (bytes ahead in the weight stream) of the decode kernels
-    // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench):
-    // 1 KiB lifts 8-bit decode from ~55-80% to ~75-100% of read bandwidth.
-    std::int64_t prefetch_bytes = 1024;
+    // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench,
+    // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%.
+    std::int64_t prefetch_bytes = 2048;
     // AVX-512: 4-bit decode rows go through a per-group lookup table (matmul_grouped.cpp).
     bool q4_lookup = true;
     // A long context is split over several attention tiles once each still has this many keys.
