@@ -69,6 +69,7 @@ struct StageWorker::Impl {
     std::vector<std::size_t> kept;  // frame entry index of each batch entry
 
     void run();
+    bool merge_into(mesh::ActivationFrame& into, mesh::ActivationFrame& from) const;
     void process(mesh::ActivationFrame& frame);
     void release(std::uint64_t request_id, bool forward);
     void fail_entry(const mesh::ActivationFrame& frame, const mesh::ActivationEntry& e,
@@ -134,6 +135,15 @@ void StageWorker::Impl::run() {
             if (stopping) break;
             item = std::move(queue.front());
             queue.pop_front();
+            // Micro-batches that queued up while this stage was busy run as one batch (fewer,
+            // larger matrix products); a Release ends the run so it never overtakes them.
+            if (auto* first = std::get_if<mesh::ActivationFrame>(&item)) {
+                while (!queue.empty()) {
+                    auto* more = std::get_if<mesh::ActivationFrame>(&queue.front());
+                    if (more == nullptr || !merge_into(*first, *more)) break;
+                    queue.pop_front();
+                }
+            }
         }
         if (auto* frame = std::get_if<mesh::ActivationFrame>(&item)) {
             process(*frame);
@@ -144,6 +154,31 @@ void StageWorker::Impl::run() {
     }
     // The stage is going away with its KV; nothing to tell the others (a new plan replaces it).
     samplers.clear();
+}
+
+// Appends `from` to `into` when they can run as one batch: same plan, layer, width and dtype,
+// no request in both (its rows must run in order), and at most kMaxMergedRows rows in all.
+bool StageWorker::Impl::merge_into(mesh::ActivationFrame& into, mesh::ActivationFrame& from) const {
+    constexpr std::uint32_t kMaxMergedRows = 512;
+    if (from.epoch != into.epoch || from.first_layer != into.first_layer ||
+        from.hidden != into.hidden || from.dtype != into.dtype ||
+        into.rows() + from.rows() > kMaxMergedRows) {
+        return false;
+    }
+    const std::size_t row_bytes =
+        std::size_t{into.hidden} * mesh::activation_dtype_bytes(into.dtype);
+    if (into.payload.size() != into.rows() * row_bytes ||
+        from.payload.size() != from.rows() * row_bytes) {
+        return false;  // malformed: processed (and refused) on its own
+    }
+    for (const auto& a : from.entries) {
+        for (const auto& b : into.entries) {
+            if (a.request_id == b.request_id) return false;
+        }
+    }
+    for (auto& e : from.entries) into.entries.push_back(std::move(e));
+    into.payload.insert(into.payload.end(), from.payload.begin(), from.payload.end());
+    return true;
 }
 
 void StageWorker::Impl::update_mirrors(double step_us, std::size_t rows) {
