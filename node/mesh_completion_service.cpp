@@ -230,6 +230,12 @@ void MeshCompletionService::Impl::route(const Request& req) {
                            why.empty() ? "no pipeline is serving the model" : why);
         return;
     }
+    if (!active->local_head && active->route.head() == self) {
+        stream_fail_locked(req, api::ErrorKind::unavailable,
+                           "this node heads plan " + std::to_string(active->route.epoch) +
+                               " but its stage is not running");
+        return;
+    }
     {
         std::lock_guard lock(mutex);
         requests.erase(req->request_id);
