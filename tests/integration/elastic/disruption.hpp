@@ -1,0 +1,112 @@
+#pragma once
+// One scenario shared by the crash, leave and partition tests: two 200-token greedy streams
+// enter at two nodes that survive; when the first has received `at_chunk` pieces of text, a
+// stage is taken away (kill -9, SIGTERM, or a cut link). Both streams must then finish with the
+// text of an uninterrupted run, and the mesh must show a newer plan without the victim.
+
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "tests/integration/elastic/elastic_mesh.hpp"
+
+namespace brigade::test {
+
+enum class Disrupt { kKill, kTerminate, kCustom };
+
+struct DisruptionResult {
+    WatchedStream first;   // /v1/completions at the first entry node
+    WatchedStream second;  // /v1/chat/completions at the second entry node
+    bool fired = false;    // the victim was hit while the first stream ran
+    SteadyClock::time_point fired_at;
+    int exit_code = -2;                 // kTerminate: the victim's exit code
+    SteadyClock::time_point exited_at;  // kTerminate: when it had exited
+};
+
+inline constexpr std::size_t kDisruptAtChunk = 12;
+
+// `custom` is what kCustom does (e.g. cut a link); it runs on the first stream's thread.
+inline DisruptionResult run_disruption(NodeProcess& victim, Disrupt how, NodeProcess& entry_a,
+                                       NodeProcess& entry_b,
+                                       const std::function<void()>& custom = {}) {
+    DisruptionResult r;
+    std::thread terminator;
+    std::thread second([&] {
+        r.second = watched_stream(entry_b.url(), "/v1/chat/completions", long_chat_body(), {});
+    });
+    // Let the second request be admitted before the first starts, so both are in flight.
+    std::this_thread::sleep_for(Millis(50));
+    r.first = watched_stream(entry_a.url(), "/v1/completions", long_completion_body(),
+                             [&](std::size_t n) {
+                                 if (n != kDisruptAtChunk || r.fired) return;
+                                 r.fired_at = SteadyClock::now();
+                                 r.fired = true;
+                                 switch (how) {
+                                     case Disrupt::kKill:
+                                         ::kill(victim.pid(), SIGKILL);
+                                         break;
+                                     case Disrupt::kTerminate:
+                                         terminator = std::thread([&] {
+                                             r.exit_code = victim.terminate(Seconds(30));
+                                             r.exited_at = SteadyClock::now();
+                                         });
+                                         break;
+                                     case Disrupt::kCustom:
+                                         if (custom) custom();
+                                         break;
+                                 }
+                             });
+    second.join();
+    if (terminator.joinable()) terminator.join();
+    if (how == Disrupt::kKill) victim.kill_now();  // reap it
+    return r;
+}
+
+// The checks every scenario shares: both streams complete and equal the reference.
+inline void expect_both_streams_complete(const DisruptionResult& r, const Reference& ref,
+                                         const std::string& what, const std::string& logs) {
+    ASSERT_TRUE(r.fired) << what << ": the stream ended before the disruption point ("
+                         << r.first.arrivals.size() << " chunks, status " << r.first.status << ", "
+                         << r.first.error_body << ")\n"
+                         << logs;
+    expect_complete_stream(r.first, ref, what + ", completions stream", logs);
+    expect_complete_stream(r.second, ref, what + ", chat stream", logs);
+}
+
+// The plan after the disruption: `n_nodes` members, `stages` stages, a higher epoch than
+// `old_epoch`, and `gone_id` in no stage.
+inline std::string wait_replanned_without(ElasticMesh& mesh, std::size_t n_nodes,
+                                          std::size_t stages, std::int64_t old_epoch,
+                                          const std::string& gone_id,
+                                          Millis timeout = Millis(30'000)) {
+    return mesh.wait_plan(
+        n_nodes, stages,
+        [&](const nlohmann::json& v) {
+            if (v["plan"]["epoch"].get<std::int64_t>() <= old_epoch) return false;
+            for (const auto& s : v["plan"]["stages"]) {
+                if (s["node"] == gone_id) return false;
+            }
+            for (const auto& n : v["nodes"]) {
+                if (n["id"] == gone_id) return false;
+            }
+            return true;
+        },
+        timeout);
+}
+
+// Prints a figure for bench/RESULTS.md and records it in the test's XML output.
+inline void report_figure(const std::string& key, const std::string& value) {
+    std::printf("[elastic figure] %s = %s\n", key.c_str(), value.c_str());
+    std::fflush(stdout);
+    ::testing::Test::RecordProperty(key, value);
+}
+
+inline void report_recovery(const std::string& key, const DisruptionResult& r) {
+    if (!r.fired) return;
+    const auto a = first_token_after_gap(r.first, r.fired_at);
+    const auto b = first_token_after_gap(r.second, r.fired_at);
+    report_figure(key + ".completions_first_token_ms", a ? std::to_string(a->count()) : "none");
+    report_figure(key + ".chat_first_token_ms", b ? std::to_string(b->count()) : "none");
+}
+
+}  // namespace brigade::test
