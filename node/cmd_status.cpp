@@ -4,6 +4,7 @@
 //
 //   brigade status                              # the node serving on 127.0.0.1:8177
 //   brigade status --url http://10.0.0.5:8177 --json
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -70,7 +71,9 @@ std::string bytes_text(std::optional<double> bytes) {
 // Node ids are long; the shortest prefix (at least 8 characters) that tells them apart.
 class ShortIds {
 public:
-    explicit ShortIds(const std::vector<std::string>& ids) {
+    explicit ShortIds(std::vector<std::string> ids) {
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
         std::size_t len = 8;
         auto unique = [&](std::size_t n) {
             std::map<std::string, int> seen;

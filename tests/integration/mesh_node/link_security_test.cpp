@@ -252,17 +252,18 @@ TEST_F(LinkSecurity, ACorruptedFrameClosesThatLinkAndTheMeshRecovers) {
     EXPECT_LT(state_->proxy->closed_after_corruption_s(), 2.0);
     // The receiving node said why in its log.
     const auto upper_log = state_->upper->err().substr(upper_log_before);
-    EXPECT_FALSE(upper_log.empty()) << "no log line about the closed link";
+    EXPECT_NE(upper_log.find("authentication failed"), std::string::npos)
+        << "no log line saying why the link closed:\n"
+        << upper_log;
     std::printf("[ log      ] after the corruption, %s logged:\n%s\n",
                 state_->upper->name().c_str(), upper_log.substr(0, 1500).c_str());
-    // Nothing else broke: both processes live, the link comes back (through the proxy again)
-    // and the mesh serves the same tokens.
+    // Nothing else broke: both processes live, the nodes link again (directly or through the
+    // proxy: each knows the other's address by now) and the mesh serves the same tokens.
     std::string why;
     ASSERT_FALSE(
         wait_for_common_plan({state_->upper.get(), state_->lower.get()}, 2, 2, Millis(30'000), why)
             .empty())
         << why << state_->logs();
-    EXPECT_GE(state_->proxy->accepted(), 2);
     expect_mesh_intact("after the corrupted frame");
 }
 

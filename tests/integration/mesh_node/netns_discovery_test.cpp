@@ -131,7 +131,7 @@ TEST(NetnsDiscovery, ThreeNamespacesFindEachOtherFormOneMeshAndServe) {
                            "--max-concurrency",
                            "4",
                            "--memory",
-                           "3MB",
+                           "2.6MB",
                            "--activations",
                            "f32",
                            "--expect-nodes",

@@ -58,10 +58,14 @@ inline std::vector<double> reply_top_values(const nlohmann::json& reply, std::si
 }
 
 inline std::vector<double> reference_top_values(const std::vector<float>& logits, std::size_t k) {
+    double max = logits[0];
+    for (float v : logits) max = std::max(max, static_cast<double>(v));
+    double sum = 0;
+    for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
+    const double log_z = max + std::log(sum);
     std::vector<double> lp(logits.size());
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-        lp[i] = logprob_of(logits, static_cast<std::int32_t>(i));
-    }
+    for (std::size_t i = 0; i < logits.size(); ++i) lp[i] = static_cast<double>(logits[i]) - log_z;
+    k = std::min(k, lp.size());
     std::partial_sort(lp.begin(), lp.begin() + static_cast<std::ptrdiff_t>(k), lp.end(),
                       std::greater<>());
     lp.resize(k);
