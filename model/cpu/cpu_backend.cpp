@@ -137,7 +137,7 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
         });
         return;
     }
-    if (n > 4) reserve_scratch(static_cast<std::size_t>(2 * w.cols));
+    if (n > 4) reserve_scratch(static_cast<std::size_t>(4 * w.cols));
     // Rows are independent and cost the same, so equal chunks finish together; 16 rows at
     // least keeps the per-task overhead far below the bytes each task streams.
     balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {

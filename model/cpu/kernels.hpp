@@ -14,9 +14,9 @@
 namespace brigade::model::cpu {
 
 // y[t * ldy + r] = dot(x[t, :], W[r, :]) (+ bias[r]) for rows r in [row_begin, row_end) and
-// tokens t in [0, n). `row_scratch` holds 2 * w.cols floats: for n > 4 rows are taken in pairs
-// and quantized rows are decoded there once and reused for every token; for n <= 4 they are
-// decoded in registers (fused). With row_scratch null, n > 4 is only allowed for plain rows
+// tokens t in [0, n). `row_scratch` holds 4 * w.cols floats: for n > 4 rows are taken in tiles
+// of 2-4 and non-f32 rows are decoded there once and reused for every token; for n <= 4 they
+// are decoded in registers (fused). With row_scratch null, n > 4 is only allowed for plain rows
 // and runs one row at a time. `prefetch_bytes` > 0: plain rows at n <= 4 prefetch that far
 // ahead in the row stream.
 void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,

@@ -230,145 +230,100 @@ HWY_INLINE void dot_row_all_tokens(const WeightMatrix& w, std::int64_t r, const 
     for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + bias;
 }
 
-// Accumulators of T tokens (T <= 4) for two rows at once: each x load feeds two FMAs, which
-// halves the activation traffic of batched decode (the x of 5-16 tokens no longer fits L1).
-template <int T>
-struct PairAccumulators {
-    hn::Vec<DF> a0, a1, a2, a3, c0, c1, c2, c3;  // a: first row, c: second row
-    PairAccumulators() {
-        const DF df;
-        a0 = a1 = a2 = a3 = c0 = c1 = c2 = c3 = hn::Zero(df);
-    }
-    HWY_INLINE void step(hn::Vec<DF> w0, hn::Vec<DF> w1, const float* x, std::int64_t ldx,
-                         std::int64_t c) {
-        const DF df;
-        const auto x0 = hn::LoadU(df, x + c);
-        a0 = hn::MulAdd(w0, x0, a0);
-        c0 = hn::MulAdd(w1, x0, c0);
-        if constexpr (T > 1) {
-            const auto x1 = hn::LoadU(df, x + ldx + c);
-            a1 = hn::MulAdd(w0, x1, a1);
-            c1 = hn::MulAdd(w1, x1, c1);
-        }
-        if constexpr (T > 2) {
-            const auto x2 = hn::LoadU(df, x + 2 * ldx + c);
-            a2 = hn::MulAdd(w0, x2, a2);
-            c2 = hn::MulAdd(w1, x2, c2);
-        }
-        if constexpr (T > 3) {
-            const auto x3 = hn::LoadU(df, x + 3 * ldx + c);
-            a3 = hn::MulAdd(w0, x3, a3);
-            c3 = hn::MulAdd(w1, x3, c3);
-        }
-    }
-    HWY_INLINE void reduce(float* out0, float* out1) const {
-        const DF df;
-        out0[0] = hn::GetLane(hn::SumOfLanes(df, a0));
-        out1[0] = hn::GetLane(hn::SumOfLanes(df, c0));
-        if constexpr (T > 1) {
-            out0[1] = hn::GetLane(hn::SumOfLanes(df, a1));
-            out1[1] = hn::GetLane(hn::SumOfLanes(df, c1));
-        }
-        if constexpr (T > 2) {
-            out0[2] = hn::GetLane(hn::SumOfLanes(df, a2));
-            out1[2] = hn::GetLane(hn::SumOfLanes(df, c2));
-        }
-        if constexpr (T > 3) {
-            out0[3] = hn::GetLane(hn::SumOfLanes(df, a3));
-            out1[3] = hn::GetLane(hn::SumOfLanes(df, c3));
-        }
-    }
-};
+// Rows per register tile of batched decode: 4 rows x 4 tokens = 16 accumulators where there
+// are 32 vector registers (AVX-512, AArch64), else 2 x 4. Each x load then feeds R FMAs and
+// each weight load 4, so the activations of 5-31 tokens (beyond L1) are read R times less.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
+constexpr int kTileRows = 4;
+#else
+constexpr int kTileRows = 2;
+#endif
 
-// out0[t], out1[t] = dot(x[t], row0), dot(x[t], row1) for T tokens of two plain-dtype rows.
-template <DType DT, int T>
-HWY_INLINE void dot_plain_pair(const std::uint8_t* row0, const std::uint8_t* row1,
-                               std::int64_t cols, const float* x, std::int64_t ldx, float* out0,
-                               float* out1) {
+// out[r * 4 + t] = dot(rows[r], x[t]) for R f32 rows and T <= 4 tokens.
+template <int R, int T>
+HWY_INLINE void dot_f32_tile(const float* const* rows, std::int64_t cols, const float* x,
+                             std::int64_t ldx, float* out) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-    PairAccumulators<T> acc;
+    hn::Vec<DF> acc[R][T];
+    for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(df);
+    }
     std::int64_t c = 0;
     for (; c + n <= cols; c += n) {
-        acc.step(load_weights<DT>(row0, c), load_weights<DT>(row1, c), x, ldx, c);
-    }
-    acc.reduce(out0, out1);
-    for (; c < cols; ++c) {
-        const float w0 = load_any(DT, row0, c);
-        const float w1 = load_any(DT, row1, c);
+        hn::Vec<DF> w[R];
+        for (int r = 0; r < R; ++r) w[r] = hn::LoadU(df, rows[r] + c);
         for (int t = 0; t < T; ++t) {
-            out0[t] += w0 * x[t * ldx + c];
-            out1[t] += w1 * x[t * ldx + c];
+            const auto xt = hn::LoadU(df, x + t * ldx + c);
+            for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(w[r], xt, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < T; ++t) {
+            float v = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+            for (std::int64_t k = c; k < cols; ++k) {
+                float wk;  // f32 rows used in place may be unaligned
+                std::memcpy(&wk, rows[r] + k, sizeof wk);
+                v += wk * x[t * ldx + k];
+            }
+            out[r * 4 + t] = v;
         }
     }
 }
 
-// Both rows against all n tokens in tiles of 4 (then 3, 2, 1); y points at the first row's
-// column (y[t * ldy] and y[t * ldy + 1]).
-template <DType DT>
-HWY_INLINE void pair_all_tokens(const std::uint8_t* row0, const std::uint8_t* row1,
-                                std::int64_t cols, const float* x, std::int64_t n, float b0,
-                                float b1, float* y, std::int64_t ldy) {
-    float out0[4], out1[4];
-    std::int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        dot_plain_pair<DT, 4>(row0, row1, cols, x + t * cols, cols, out0, out1);
-        for (int i = 0; i < 4; ++i) {
-            y[(t + i) * ldy] = out0[i] + b0;
-            y[(t + i) * ldy + 1] = out1[i] + b1;
-        }
-    }
-    const std::int64_t left = n - t;
-    if (left == 3) dot_plain_pair<DT, 3>(row0, row1, cols, x + t * cols, cols, out0, out1);
-    if (left == 2) dot_plain_pair<DT, 2>(row0, row1, cols, x + t * cols, cols, out0, out1);
-    if (left == 1) dot_plain_pair<DT, 1>(row0, row1, cols, x + t * cols, cols, out0, out1);
-    for (std::int64_t i = 0; i < left; ++i) {
-        y[(t + i) * ldy] = out0[i] + b0;
-        y[(t + i) * ldy + 1] = out1[i] + b1;
-    }
-}
-
-// Batched decode (n > 4): rows in pairs; quantized rows are decoded to f32 into row_scratch
-// (2 * cols floats) first, once for all tokens.
-HWY_INLINE void gemv_row_pairs(const WeightMatrix& w, const float* x, std::int64_t n,
-                               std::int64_t r, std::int64_t row_end, const WeightVector* bias,
-                               float* y, std::int64_t ldy, float* row_scratch) {
+// Batched decode (n > 4): rows in tiles of R, each row widened or dequantized to f32 into
+// row_scratch (R * cols floats) once for all tokens (f32 rows are used in place), then
+// multiplied into tiles of 4 (then 3, 2, 1) tokens. Returns the first row not done.
+template <int R>
+HWY_INLINE std::int64_t gemv_row_tiles(const WeightMatrix& w, const float* x, std::int64_t n,
+                                       std::int64_t r, std::int64_t row_end,
+                                       const WeightVector* bias, float* y, std::int64_t ldy,
+                                       float* row_scratch) {
     const bool has_bias = bias != nullptr && bias->valid();
-    const auto* base = static_cast<const std::uint8_t*>(w.data);
-    for (; r + 2 <= row_end; r += 2) {
-        const float b0 = has_bias ? load_any(bias->dtype, bias->data, r) : 0.0f;
-        const float b1 = has_bias ? load_any(bias->dtype, bias->data, r + 1) : 0.0f;
-        DType dt = w.dtype;
-        const std::uint8_t* row0 = base + r * w.row_bytes();
-        const std::uint8_t* row1 = row0 + w.row_bytes();
-        if (w.quantized()) {
-            dequantize_one_row(w, r, row_scratch);
-            dequantize_one_row(w, r + 1, row_scratch + w.cols);
-            dt = DType::kF32;
-            row0 = reinterpret_cast<const std::uint8_t*>(row_scratch);
-            row1 = reinterpret_cast<const std::uint8_t*>(row_scratch + w.cols);
+    const bool in_place = !w.quantized() && w.dtype == DType::kF32;
+    const std::int64_t cols = w.cols;
+    for (; r + R <= row_end; r += R) {
+        const float* rows[R];
+        float b[R];
+        for (int i = 0; i < R; ++i) {
+            b[i] = has_bias ? load_any(bias->dtype, bias->data, r + i) : 0.0f;
+            if (in_place) {
+                rows[i] = reinterpret_cast<const float*>(static_cast<const std::uint8_t*>(w.data) +
+                                                         (r + i) * w.row_bytes());
+            } else {
+                dequantize_one_row(w, r + i, row_scratch + i * cols);
+                rows[i] = row_scratch + i * cols;
+            }
         }
-        switch (dt) {
-            case DType::kF32:
-                pair_all_tokens<DType::kF32>(row0, row1, w.cols, x, n, b0, b1, y + r, ldy);
-                break;
-            case DType::kBF16:
-                pair_all_tokens<DType::kBF16>(row0, row1, w.cols, x, n, b0, b1, y + r, ldy);
-                break;
-            default:
-                pair_all_tokens<DType::kF16>(row0, row1, w.cols, x, n, b0, b1, y + r, ldy);
-                break;
+        float out[R * 4];
+        std::int64_t t = 0;
+        auto store = [&](std::int64_t t0, std::int64_t count) {
+            for (int i = 0; i < R; ++i) {
+                for (std::int64_t k = 0; k < count; ++k) {
+                    y[(t0 + k) * ldy + r + i] = out[i * 4 + k] + b[i];
+                }
+            }
+        };
+        for (; t + 4 <= n; t += 4) {
+            dot_f32_tile<R, 4>(rows, cols, x + t * cols, cols, out);
+            store(t, 4);
         }
+        const std::int64_t left = n - t;
+        if (left == 3) dot_f32_tile<R, 3>(rows, cols, x + t * cols, cols, out);
+        if (left == 2) dot_f32_tile<R, 2>(rows, cols, x + t * cols, cols, out);
+        if (left == 1) dot_f32_tile<R, 1>(rows, cols, x + t * cols, cols, out);
+        store(t, left);
     }
+    return r;
 }
 
 void GemvRows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
               std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
               float* row_scratch, std::int64_t prefetch_bytes) {
     if (n > 4 && row_scratch != nullptr) {
-        // Pairs of rows; an odd last row falls through to the single-row loop below.
-        gemv_row_pairs(w, x, n, row_begin, row_end, bias, y, ldy, row_scratch);
-        row_begin += (row_end - row_begin) / 2 * 2;
+        // Tiles of rows; the last few rows fall through to the single-row loop below.
+        row_begin =
+            gemv_row_tiles<kTileRows>(w, x, n, row_begin, row_end, bias, y, ldy, row_scratch);
     }
     const bool has_bias = bias != nullptr && bias->valid();
     // With more than 4 tokens a quantized row would be decoded once per tile of 4; decode it
