@@ -22,6 +22,7 @@ exactly N tokens.
 
     python3 bench/pipeline_bench.py --brigade build/node/brigade [--stages 1,2,3]
         [--streams 1,2,4,8] [--tokens 64] [--threads 0] [--shape qwen2.5-0.5b] [--json]
+        [--json-out FILE]
 """
 
 import argparse
@@ -385,6 +386,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--commit", default="")
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    ap.add_argument("--json-out", default="", help="also write the JSON to this file")
     args = ap.parse_args()
 
     stages = [int(s) for s in args.stages.split(",")]
@@ -432,6 +434,9 @@ def main():
             r["ratio_to_one_node"] = r["decode_tok_s"] / base["decode_tok_s"]
             r["hop_ms"] = ((1 / r["decode_tok_s"] - 1 / base["decode_tok_s"]) / r["stages"] * 1e3
                            if r["stages"] > 1 else None)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(result, f, indent=2)
     if args.json:
         print(json.dumps(result, indent=2))
         return
