@@ -227,25 +227,36 @@ TEST(CpuMatmul, PrefillPanelsWithoutBlas) {
     run_matmul_cases(cpu, "no-blas", {17, 70});
 }
 
-TEST(CpuMatmul, BiasIsAddedInBothPaths) {
+// Every path adds the bias: fused decode (n <= 4; int16 and grouped f32 for 4-bit, plain for
+// BF16), batched row tiles (n = 7) and panels (n = 40).
+TEST(CpuMatmul, BiasIsAddedInAllPaths) {
     auto ref = reference();
+    CpuTuning grouped;
+    grouped.int16_activations = false;
     for (DType bias_dtype : {DType::kF32, DType::kBF16}) {
-        auto w = test::make_quant_weight(4, 64, DType::kBF16, 37, 128, 3, 1);
-        std::vector<std::uint8_t> bias_bytes(37 * 4 + 3);
-        const auto bias_values = test::random_floats(37, 4, -3.0f, 3.0f);
-        const std::size_t elem = bias_dtype == DType::kF32 ? 4 : 2;
-        for (std::size_t i = 0; i < 37; ++i) {
-            test::store_scalar(bias_dtype, bias_values[i], bias_bytes.data() + 3 + i * elem);
-        }
-        const WeightVector bias{bias_dtype, 37, bias_bytes.data() + 3};
-        for (std::int64_t n : {1, 2, 40}) {
-            CpuBackend cpu(BackendOptions{2}, CpuTuning{});
-            const auto x = test::random_floats(static_cast<std::size_t>(n * 128), 5);
-            std::vector<float> y(static_cast<std::size_t>(n * 37)), expect(y.size());
-            cpu.matmul(w.view, x.data(), n, y.data(), &bias);
-            ref->matmul(w.view, x.data(), n, expect.data(), &bias);
-            for (std::size_t i = 0; i < y.size(); ++i) {
-                ASSERT_NEAR(y[i], expect[i], 1e-4) << "n=" << n << " i=" << i;
+        for (const bool quantized : {true, false}) {
+            for (const CpuTuning& tuning : {CpuTuning{}, grouped}) {
+                auto w = quantized ? test::make_quant_weight(4, 64, DType::kBF16, 37, 128, 3, 1)
+                                   : test::make_plain_weight(DType::kBF16, 37, 128, 3, 1);
+                std::vector<std::uint8_t> bias_bytes(37 * 4 + 3);
+                const auto bias_values = test::random_floats(37, 4, -3.0f, 3.0f);
+                const std::size_t elem = bias_dtype == DType::kF32 ? 4 : 2;
+                for (std::size_t i = 0; i < 37; ++i) {
+                    test::store_scalar(bias_dtype, bias_values[i],
+                                       bias_bytes.data() + 3 + i * elem);
+                }
+                const WeightVector bias{bias_dtype, 37, bias_bytes.data() + 3};
+                for (std::int64_t n : {1, 2, 7, 40}) {
+                    CpuBackend cpu(BackendOptions{2}, tuning);
+                    const auto x = test::random_floats(static_cast<std::size_t>(n * 128), 5);
+                    std::vector<float> y(static_cast<std::size_t>(n * 37)), expect(y.size());
+                    cpu.matmul(w.view, x.data(), n, y.data(), &bias);
+                    ref->matmul(w.view, x.data(), n, expect.data(), &bias);
+                    for (std::size_t i = 0; i < y.size(); ++i) {
+                        ASSERT_NEAR(y[i], expect[i], 1e-4)
+                            << "n=" << n << " i=" << i << " quantized=" << quantized;
+                    }
+                }
             }
         }
     }
