@@ -65,7 +65,9 @@ struct MeshRuntimeOptions {
 
     // Planning.
     std::chrono::milliseconds plan_debounce{400};
-    std::chrono::milliseconds plan_retry{1500};   // after a failed proposal
+    std::chrono::milliseconds plan_retry{1500};  // after a failed proposal
+    // How long planning waits for every member to report a link to every other.
+    std::chrono::milliseconds mesh_settle_limit{3000};
     int expect_nodes = 0;                         // wait for this many members before planning
     std::chrono::milliseconds expect_wait{8000};  // ... but no longer than this
     std::chrono::milliseconds ack_timeout{120000};

@@ -174,6 +174,7 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void plan_if_due(mesh::Clock::time_point now);
     void mark_plan_dirty(const std::string& why);
     mesh::Result<mesh::Plan> compute_plan() const;
+    bool members_see_each_other() const;
     void run_actions(std::vector<mesh::AgreementAction> actions);
     void activate(const mesh::PlanPropose& plan);
     void stage_node_gone(const mesh::NodeId& id);

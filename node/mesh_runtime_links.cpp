@@ -173,6 +173,10 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     asio::co_spawn(io, read_loop(slot), detached_task);
     asio::co_spawn(io, write_loop(slot), detached_task);
     send_capacity_and_peers(peer);
+    // Everyone else learns of the new peer now rather than at the next periodic gossip.
+    for (const auto& [id, other] : links) {
+        if (id != peer) send_capacity_and_peers(id);
+    }
     on_member_events(membership.on_heard(peer, now));
     // A node that (re)joins learns the committed plan from the coordinator.
     run_actions(agreement.on_peer_joined(peer));

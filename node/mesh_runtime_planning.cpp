@@ -31,11 +31,30 @@ std::vector<mesh::StageAssignment> assignments_of(const mesh::Plan& plan) {
 }  // namespace
 
 void MeshRuntime::Impl::mark_plan_dirty(const std::string& why) {
-    if (!plan_dirty) {
-        logger->debug("mesh: re-plan needed ({})", why);
-        dirty_since = Clock::now();
-    }
+    if (!plan_dirty) logger->debug("mesh: re-plan needed ({})", why);
+    // The debounce counts from the last change: membership must be quiet for a moment.
+    dirty_since = Clock::now();
     plan_dirty = true;
+}
+
+bool MeshRuntime::Impl::members_see_each_other() const {
+    const std::vector<mesh::NodeId> alive = membership.alive_ids();
+    for (const mesh::NodeId& id : alive) {
+        std::set<mesh::NodeId> reached;
+        if (id == key.id()) {
+            for (const auto& [peer, slot] : links) {
+                if (slot->link->is_open()) reached.insert(peer);
+            }
+        } else if (const mesh::Member* m = membership.find(id); m && m->capacity) {
+            for (const mesh::LinkMeasurement& l : m->capacity->links) reached.insert(l.peer);
+        } else {
+            return false;
+        }
+        for (const mesh::NodeId& other : alive) {
+            if (other != id && reached.count(other) == 0) return false;
+        }
+    }
+    return true;
 }
 
 void MeshRuntime::Impl::set_unavailable(std::string why) {
@@ -65,6 +84,12 @@ mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
             request.links.push_back({id, l.peer, l.rtt_us * 1e-6, l.bandwidth_bytes_per_s});
         }
     }
+    std::string nodes;
+    for (const mesh::NodeCapacity& n : request.nodes) {
+        nodes += " " + n.id.short_string() + ":" + mesh::format_size(n.memory_bytes);
+    }
+    logger->debug("planning over{} (context {}, {} stream(s))", nodes, request.context_tokens,
+                  request.expected_concurrency);
     return mesh::make_plan(request);
 }
 
@@ -89,6 +114,9 @@ void MeshRuntime::Impl::plan_if_due(Clock::time_point now) {
                          id.short_string(), m->capacity->model_id, options.model_id);
         }
     }
+    // A plan naming nodes that some member has no link to yet would stall that member's part of
+    // the pipeline: wait (bounded) until every member reports a link to every other.
+    if (!members_see_each_other() && now - dirty_since < options.mesh_settle_limit) return;
     if (agreement.proposal_in_flight()) return;  // its outcome re-marks us dirty if needed
     plan_dirty = false;
     first_plan_done = true;
@@ -195,16 +223,8 @@ void MeshRuntime::Impl::activate(const mesh::PlanPropose& plan) {
     route.self = key.id();
     route.stages = plan.stages;
     route.activations = options.activations;
-    // A stage node may have died between the commit and now: then this plan cannot serve.
-    for (const mesh::StageAssignment& s : plan.stages) {
-        if (s.node != key.id() && membership.find(s.node) == nullptr) {
-            logger->warn("plan {} committed without stage node {}: re-planning", plan.epoch,
-                         s.node.short_string());
-            set_unavailable("re-planning: stage node " + s.node.short_string() + " left");
-            mark_plan_dirty("stage node missing");
-            return;
-        }
-    }
+    // A stage node this node has no link to yet (it joined a moment ago) is linked to shortly;
+    // one that is gone is reported by membership, which deactivates the pipeline again.
     logger->info("plan {} committed: {}", plan.epoch, describe_stages(plan.stages));
     host->activate(route);
     unavailable.clear();
