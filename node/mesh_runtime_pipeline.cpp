@@ -1,5 +1,7 @@
 #include "node/mesh_runtime_pipeline.hpp"
 
+#include <algorithm>
+
 namespace brigade::node {
 
 model::Result<double> measure_layer_seconds(const ModelFrontend& model,
@@ -15,19 +17,25 @@ model::Result<double> measure_layer_seconds(const ModelFrontend& model,
     prompt.tokens = {1, 2, 3, 4, 5, 6, 7, 8};
     prompt.n_tokens = 8;
     if (auto warm = stage.run_layers({prompt}); !warm) return warm.error();
+    // Warm-up steps first (page faults, caches), then the median of timed steps: a start-up
+    // measurement on a busy machine must not be thrown off by one slow step.
     std::int32_t pos = prompt.n_tokens;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n_steps; ++i) {
+    std::vector<double> steps;
+    for (int i = 0; i < n_steps + 3; ++i) {
         model::SequenceBatchEntry step;
         step.seq_id = 1;
         step.tokens = {static_cast<std::int32_t>(9 + i)};
         step.pos0 = pos++;
         step.n_tokens = 1;
+        const auto t0 = std::chrono::steady_clock::now();
         if (auto out = stage.run_layers({step}); !out) return out.error();
+        const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+        if (i >= 3) steps.push_back(elapsed.count());
     }
-    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+    std::sort(steps.begin(), steps.end());
+    const double median = steps[steps.size() / 2];
     stage.kv_cache().release(1);
-    return elapsed.count() / std::max(1, n_steps);
+    return median;
 }
 
 ModelPipelineHost::ModelPipelineHost(const ModelFrontend& model, mesh::NodeId self,

@@ -28,7 +28,7 @@ struct ModelPipelineHostOptions {
 };
 
 // This node's decode speed for the capacity report: loads layer 0 only, runs a short prompt,
-// then times `n_steps` one-token decode steps of that layer (embedding included).
+// then the median of `n_steps` timed one-token decode steps of that layer (embedding included).
 model::Result<double> measure_layer_seconds(const ModelFrontend& model,
                                             const StageLoadOptions& options, spdlog::logger& logger,
                                             int n_steps = 8);
