@@ -5,6 +5,7 @@
 // noticed in well under two seconds; every wait is bounded.
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -138,9 +139,18 @@ inline WatchedStream watched_stream(const node::HttpUrl& url, const std::string&
         }
         return true;
     };
+    // SIGCHLD (a node we started exits, or std::system's shell) interrupts a blocking socket read
+    // that has a timeout with EINTR, which node/http_client reports as a failed read; keep it
+    // off this thread while the stream runs (it stays pending, and waitpid works regardless).
+    sigset_t chld;
+    sigset_t old_mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &chld, &old_mask);
     s.started = SteadyClock::now();
     auto resp = node::http_request(url, req);
     s.ended = SteadyClock::now();
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (!resp) s.error_body += resp.error().message;
     return s;
 }
@@ -187,6 +197,7 @@ struct ElasticMeshSpec {
     // mesh) on address_of(i). Unset: everything on 127.0.0.1.
     std::function<std::string(std::size_t)> netns_of;
     std::function<std::string(std::size_t)> address_of;
+    bool discovery = false;  // multicast beacons as well as --peer seeds (a LAN of namespaces)
 };
 
 inline ElasticMeshSpec elastic_spec(std::string name) {
@@ -243,7 +254,6 @@ public:
                                          "256",
                                          "--max-concurrency",
                                          "4",
-                                         "--no-discovery",
                                          "--activations",
                                          spec_.activations,
                                          "--suspect-after",
@@ -255,6 +265,7 @@ public:
         const std::size_t index = nodes_.size();
         const std::string host = spec_.address_of ? spec_.address_of(index) : "127.0.0.1";
         args.insert(args.end(), {"--mesh-host", host});
+        if (!spec_.discovery) args.emplace_back("--no-discovery");
         if (!memory.empty()) args.insert(args.end(), {"--memory", memory});
         args.insert(args.end(), spec_.extra_args.begin(), spec_.extra_args.end());
         args.insert(args.end(), more_args.begin(), more_args.end());
@@ -328,12 +339,21 @@ public:
     const nlohmann::json& view() const { return views_.at(0); }
     std::int64_t epoch() const { return view()["plan"]["epoch"].get<std::int64_t>(); }
 
+    // Running nodes whose API the test can reach (see set_reachable).
     std::vector<NodeProcess*> live_nodes() {
         std::vector<NodeProcess*> out;
         for (auto& n : nodes_) {
-            if (n->running()) out.push_back(n.get());
+            if (n->running() && std::find(unreachable_.begin(), unreachable_.end(), n.get()) ==
+                                    unreachable_.end()) {
+                out.push_back(n.get());
+            }
         }
         return out;
+    }
+    // A node cut off the network still runs but cannot be asked: leave it out of the views.
+    void set_reachable(NodeProcess* node, bool reachable) {
+        std::erase(unreachable_, node);
+        if (!reachable) unreachable_.push_back(node);
     }
     NodeProcess* any_live_node() {
         auto live = live_nodes();
@@ -400,6 +420,7 @@ private:
     TempDir homes_;
     int next_home_ = 0;
     std::vector<std::unique_ptr<NodeProcess>> nodes_;
+    std::vector<NodeProcess*> unreachable_;
     std::vector<PreparedHome> homes_of_;
     std::vector<std::string> hosts_;
     std::vector<nlohmann::json> views_;

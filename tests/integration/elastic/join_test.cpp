@@ -1,0 +1,149 @@
+// A node joins while requests stream (issue 7, "Join"): three nodes of 2.6 MB serve the demo
+// model over three stages; a node of 16 MB, which holds the whole model alone, joins. The
+// planner prefers one stage on it, the mesh switches between tokens, and no request fails,
+// changes its text or stalls; the new plan is in /v1/mesh with a higher epoch.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "tests/integration/elastic/disruption.hpp"
+
+namespace brigade::test {
+namespace {
+
+// The longest silence a stream may see across the switch: one token's time plus the switch
+// (the new stage is loaded before the commit, so the switch is a re-prefill, not a load).
+// Generous for a 2-core machine shared with builds, and well below a crash's recovery.
+constexpr Millis kMaxStall{3000};
+
+struct LoadResult {
+    std::string what;
+    WatchedStream stream;
+    const Reference* ref = nullptr;
+};
+
+Millis longest_gap(const WatchedStream& s) {
+    Millis gap{0};
+    auto prev = s.started;
+    for (auto t : s.arrivals) {
+        gap = std::max(gap, std::chrono::duration_cast<Millis>(t - prev));
+        prev = t;
+    }
+    return gap;
+}
+
+TEST(ElasticJoin, NodeJoinsDuringAStreamOfRequestsNoneFails) {
+    std::vector<const Reference*> refs;
+    for (const auto& user : kShortUsers) {
+        refs.push_back(&cached_reference(demo_model_dir(), demo_chat_prompt(user), 32, kDemoVocab));
+        ASSERT_TRUE(refs.back()->error.empty()) << refs.back()->error;
+    }
+    const auto& long_ref = long_reference();
+    ASSERT_TRUE(long_ref.error.empty()) << long_ref.error;
+
+    ElasticMesh mesh(elastic_spec("join"));
+    ASSERT_EQ(mesh.start(std::vector<std::string>(3, kThreeStageMemory), 3), "");
+    const auto epoch = mesh.epoch();
+    std::vector<NodeProcess*> entries = mesh.live_nodes();
+    auto home = mesh.new_home();
+    ASSERT_TRUE(home.has_value());
+
+    // Load: every original node takes a loop of short streams; one long stream spans the join.
+    std::atomic<bool> stop{false};
+    std::mutex results_mutex;
+    std::vector<LoadResult> results;
+    std::vector<std::thread> clients;
+    for (std::size_t c = 0; c < entries.size(); ++c) {
+        clients.emplace_back([&, c] {
+            for (std::size_t i = 0; !stop; ++i) {
+                const std::size_t k = (c + i) % kShortUsers.size();
+                LoadResult r;
+                r.what = entries[c]->name() + " request " + std::to_string(i);
+                r.ref = refs[k];
+                r.stream = watched_stream(entries[c]->url(), "/v1/completions",
+                                          completion_body(demo_chat_prompt(kShortUsers[k]), 32), {},
+                                          Millis(60'000));
+                std::lock_guard lock(results_mutex);
+                results.push_back(std::move(r));
+            }
+        });
+    }
+    LoadResult long_run;
+    long_run.what = "long stream across the join";
+    long_run.ref = &long_ref;
+    std::thread long_client([&] {
+        long_run.stream = watched_stream(entries[0]->url(), "/v1/chat/completions",
+                                         long_chat_body(), {}, Millis(60'000));
+    });
+    std::this_thread::sleep_for(Millis(300));
+
+    const auto join_started = SteadyClock::now();
+    NodeProcess* joiner = mesh.add_node(kWholeModelMemory, 4, home);
+    const auto joiner_ready = SteadyClock::now();
+    std::optional<SteadyClock::time_point> in_plan_at;
+    if (joiner != nullptr) {
+        wait_until(
+            [&] {
+                const auto v = mesh_view(*entries[0]);
+                if (plan_stage_count(v) == 1 && v["plan"]["stages"][0]["node"] == home->id) {
+                    in_plan_at = SteadyClock::now();
+                }
+                return in_plan_at.has_value();
+            },
+            Millis(30'000), Millis(20));
+    }
+    // Keep the load on across and after the switch.
+    std::this_thread::sleep_for(Millis(1000));
+    stop = true;
+    for (auto& t : clients) t.join();
+    long_client.join();
+
+    ASSERT_NE(joiner, nullptr) << mesh.error();
+    ASSERT_TRUE(in_plan_at.has_value())
+        << "the joiner never took the plan: " << mesh_view(*entries[0]).dump() << "\n"
+        << mesh.logs();
+    report_figure("join.spawn_to_ready_ms", elapsed_ms_text(join_started, joiner_ready));
+    report_figure("join.spawn_to_in_plan_ms", elapsed_ms_text(join_started, *in_plan_at));
+
+    ASSERT_EQ(mesh.wait_plan(4, 1,
+                             [&](const nlohmann::json& v) {
+                                 return v["plan"]["epoch"].get<std::int64_t>() > epoch &&
+                                        v["plan"]["stages"][0]["node"] == home->id;
+                             }),
+              "");
+
+    results.push_back(std::move(long_run));
+    std::size_t failed = 0;
+    Millis worst{0};
+    std::size_t across = 0;  // requests that were running when the plan switched
+    for (const auto& r : results) {
+        const auto& s = r.stream;
+        const bool ok = s.status == 200 && s.errors.empty() && s.done && s.content == r.ref->text;
+        if (!ok) ++failed;
+        EXPECT_TRUE(ok) << r.what << ": status " << s.status << " " << s.error_body
+                        << (s.errors.empty() ? "" : " error event " + s.errors.front())
+                        << "\n got: " << s.content << "\nwant: " << r.ref->text;
+        worst = std::max(worst, longest_gap(s));
+        if (s.started < *in_plan_at && s.ended > *in_plan_at) ++across;
+    }
+    EXPECT_LE(worst, kMaxStall) << "a stream stalled across the switch";
+    EXPECT_GE(results.size(), 6u) << "too little load to say anything";
+    report_figure("join.requests", std::to_string(results.size()));
+    report_figure("join.requests_across_switch", std::to_string(across));
+    report_figure("join.failed_requests", std::to_string(failed));
+    report_figure("join.longest_stream_gap_ms", std::to_string(worst.count()));
+    if (failed > 0) std::printf("%s\n", mesh.logs().c_str());
+
+    // The new node serves requests that enter at it, and the old nodes keep routing.
+    EXPECT_EQ(completion_text(joiner->post("/v1/completions",
+                                           completion_body(demo_chat_prompt(kShortUsers[0]), 32))),
+              refs[0]->text);
+    EXPECT_EQ(completion_text(entries[1]->post(
+                  "/v1/completions", completion_body(demo_chat_prompt(kShortUsers[1]), 32))),
+              refs[1]->text);
+}
+
+}  // namespace
+}  // namespace brigade::test
