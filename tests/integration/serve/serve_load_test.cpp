@@ -67,8 +67,14 @@ TEST(ServeLoad, ManyConcurrentStreams) {
     // Each round starts idle, so its first 24 arrivals (8 slots + 16 queued) are all served.
     EXPECT_GE(total_ok, 4 * 24) << "too few requests were served";
     const long after_kib = server.rss_kib();
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan keeps freed blocks in quarantine (256 MiB by default) to catch use after free, so
+    // resident memory says nothing about leaks there; LeakSanitizer checks at exit instead.
+    std::printf("AddressSanitizer build: RSS bound not checked\n");
+#else
     EXPECT_LT(after_kib, baseline_kib + 32 * 1024)
         << "RSS grew from " << baseline_kib << " KiB to " << after_kib << " KiB";
+#endif
     std::printf("load: %d ok, %d x 429; RSS %ld KiB after the first round, %ld KiB at the end\n",
                 total_ok, total_busy, baseline_kib, after_kib);
     // Still answers, and shuts down cleanly.

@@ -9,6 +9,8 @@
 //   "tool"          → a Hermes tool call, parsed by OutputProcessor
 //   "flood"         → 16 KiB deltas as fast as possible (64 MiB in all), until cancelled
 //   "too long"      → context_length_exceeded
+//   "engine error"  → an internal (engine) error before any output
+//   "engine error later" → PromptInfo, "partial" in two deltas, then an internal error
 // Model names: "fake-model" (id), "fake" (alias) and "" (default); anything else is a 404.
 
 #include <atomic>
@@ -96,8 +98,21 @@ private:
                            "prompt has 5000 tokens; the context holds 4096", "messages"});
             return;
         }
+        if (prompt == "engine error") {
+            sink.on_error({ErrorKind::internal, "engine failed: injected fault", ""});
+            return;
+        }
         const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
         sink.on_prompt({"fake-model", prompt_tokens, prompt_tokens / 2});
+        if (prompt == "engine error later") {
+            for (const char* piece : {"part", "ial"}) {
+                Delta delta;
+                delta.content = piece;
+                sink.on_delta(std::move(delta));
+            }
+            sink.on_error({ErrorKind::internal, "engine failed: injected fault", ""});
+            return;
+        }
 
         OutputOptions options;
         options.stop = request.stop;

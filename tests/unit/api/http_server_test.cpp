@@ -312,6 +312,40 @@ TEST_F(HttpServerTest, ToolCallStreamAndNonStream) {
     EXPECT_EQ(finish, "tool_calls");
 }
 
+TEST_F(HttpServerTest, EngineErrorIs500WithRequestId) {
+    start();
+    Client client(port_);
+    for (bool stream : {false, true}) {
+        // Before any output, streamed or not: a plain 500 with an OpenAI error object that names
+        // the request.
+        const Reply reply = client.call(http::verb::post, "/v1/chat/completions",
+                                        chat_body("engine error", {{"stream", stream}}));
+        EXPECT_EQ(reply.status, 500) << reply.body;
+        EXPECT_EQ(reply.headers[http::field::content_type], "application/json");
+        const json error = reply.json_body()["error"];
+        EXPECT_EQ(error["type"], "server_error");
+        EXPECT_EQ(error["code"], "internal_error");
+        const std::string id = std::string(reply.headers["X-Request-Id"]);
+        EXPECT_TRUE(id.starts_with("chatcmpl-")) << id;
+        EXPECT_NE(
+            error["message"].get<std::string>().find("injected fault (request id " + id + ")"),
+            std::string::npos)
+            << reply.body;
+    }
+    // After output began, a stream ends with an error event; the connection stays usable.
+    const Reply late = client.call(http::verb::post, "/v1/chat/completions",
+                                   chat_body("engine error later", {{"stream", true}}));
+    ASSERT_EQ(late.status, 200);
+    const auto chunks = sse_chunks(late.body);
+    EXPECT_EQ(streamed_content(chunks), "partial");
+    ASSERT_FALSE(chunks.empty());
+    EXPECT_EQ(chunks.back()["error"]["code"], "internal_error") << late.body;
+    EXPECT_TRUE(eventually([&] { return logged("error=internal"); }));
+    EXPECT_EQ(client.call(http::verb::post, "/v1/chat/completions", chat_body("echo ok")).status,
+              200);
+    EXPECT_TRUE(eventually([&] { return server_->active_completions() == 0; }));
+}
+
 TEST_F(HttpServerTest, TextCompletions) {
     start();
     Client client(port_);
