@@ -47,7 +47,10 @@ ModelPipelineHost::ModelPipelineHost(const ModelFrontend& model, mesh::NodeId se
       options_(std::move(options)),
       logger_(std::move(logger)) {}
 
-ModelPipelineHost::~ModelPipelineHost() { stop(std::chrono::milliseconds(0)); }
+ModelPipelineHost::~ModelPipelineHost() {
+    stop(std::chrono::milliseconds(0));
+    join_stoppers();
+}
 
 void ModelPipelineHost::set_service(MeshCompletionService* service) {
     std::lock_guard lock(mutex_);
@@ -94,10 +97,37 @@ void ModelPipelineHost::swap_in(std::optional<PipelineRoute> route, Part part, s
         }
         service = service_;
     }
-    // The old part stops outside the lock: the directory keeps answering meanwhile.
-    if (old.head) old.head->stop(std::chrono::milliseconds(0));
-    if (old.worker) old.worker->stop();
     if (service != nullptr) service->on_pipeline_changed();
+    // The old part stops on a thread of its own: stopping waits for its current step, which
+    // must not hold up the mesh I/O thread (keepalives) for a large model.
+    if (old.head || old.worker) {
+        std::lock_guard lock(stoppers_mutex_);
+        // Join the ones that are done, so that many re-plans do not pile up threads.
+        for (auto it = stoppers_.begin(); it != stoppers_.end();) {
+            if (it->done->load()) {
+                it->thread.join();
+                it = stoppers_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        std::thread thread([old = std::move(old), done] {
+            if (old.head) old.head->stop(std::chrono::milliseconds(0));
+            if (old.worker) old.worker->stop();
+            done->store(true);
+        });
+        stoppers_.push_back({std::move(thread), std::move(done)});
+    }
+}
+
+void ModelPipelineHost::join_stoppers() {
+    std::vector<Stopper> stoppers;
+    {
+        std::lock_guard lock(stoppers_mutex_);
+        stoppers.swap(stoppers_);
+    }
+    for (Stopper& s : stoppers) s.thread.join();
 }
 
 void ModelPipelineHost::activate(PipelineRoute route) {
@@ -220,6 +250,7 @@ void ModelPipelineHost::stop(std::chrono::milliseconds drain) {
     }
     if (part.head) part.head->stop(std::chrono::milliseconds(0));
     if (part.worker) part.worker->stop();
+    join_stoppers();
     std::lock_guard lock(loaded_mutex_);
     loaded_.clear();
 }

@@ -6,12 +6,15 @@
 
 #include <spdlog/logger.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "node/mesh_completion_service.hpp"
 #include "node/mesh_runtime.hpp"
@@ -68,6 +71,7 @@ private:
         std::shared_ptr<StageWorker> worker;
     };
     void swap_in(std::optional<PipelineRoute> route, Part part, std::string why);
+    void join_stoppers();
 
     const ModelFrontend& model_;
     mesh::NodeId self_;
@@ -84,6 +88,13 @@ private:
     std::string why_ = "no plan yet";
     bool stopped_ = false;
     MeshCompletionService* service_ = nullptr;
+
+    struct Stopper {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::mutex stoppers_mutex_;
+    std::vector<Stopper> stoppers_;  // stopping replaced parts; joined by stop()
 };
 
 }  // namespace brigade::node
