@@ -66,6 +66,7 @@ struct ServeArgs {
     int dead_after_ms = 6000;
     int expect_nodes = 0;
     int drain_ms = 5000;
+    int leave_ms = 15000;
 };
 
 int fail(const std::string& message) {
@@ -227,6 +228,8 @@ int serve_command(const ServeArgs& args) {
         return fail("--suspect-after must be >= 100 ms and --dead-after above it");
     }
     if (args.expect_nodes < 0) return fail("--expect-nodes must be >= 0");
+    if (args.drain_ms < 0 || args.leave_ms < 0)
+        return fail("--drain-ms and --leave-ms must be >= 0");
     if (args.activations != "bf16" && args.activations != "f32") {
         return fail("--activations must be bf16 or f32, got '" + args.activations + "'");
     }
@@ -382,6 +385,9 @@ int serve_command(const ServeArgs& args) {
     // Graceful stop: new requests get 503, running ones finish (bounded), peers are told.
     const auto drain = std::chrono::milliseconds(args.drain_ms);
     logger->info("{}: stopping (running requests get up to {} ms)", stop.why(), drain.count());
+    // A stage hands its layers over first: the mesh re-plans around this node while the current
+    // plan serves, and requests in flight move to the new pipeline.
+    if (runtime) runtime->leave(std::chrono::milliseconds(args.leave_ms));
     if (host) host->stop(drain);
     if (local) local->stop(drain);
     if (mesh_service) {
@@ -497,6 +503,10 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
         ->group(mesh_group);
     sub->add_option("--drain-ms", args->drain_ms,
                     "On SIGINT/SIGTERM, running requests get this long to finish (default 5000)")
+        ->group(mesh_group);
+    sub->add_option("--leave-ms", args->leave_ms,
+                    "On SIGINT/SIGTERM, wait this long for the mesh to re-plan without this node "
+                    "(default 15000)")
         ->group(mesh_group);
     sub->add_flag("--no-mesh", args->no_mesh,
                   "Serve alone: no mesh links, no discovery, every layer here")

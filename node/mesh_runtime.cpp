@@ -327,6 +327,44 @@ nlohmann::json MeshRuntime::status() {
     return future.get();
 }
 
+bool MeshRuntime::leave(std::chrono::milliseconds limit) {
+    if (!impl_->started || impl_->stopped) return false;
+    asio::post(impl_->io, [impl = impl_] {
+        if (impl->leaving || impl->stopping) return;
+        impl->leaving = true;
+        impl->logger->info("leaving the mesh: asking for a plan without this node");
+        impl->send_capacity_and_peers(std::nullopt);  // memory 0 now
+        impl->last_capacity_sent = mesh::Clock::now();
+        impl->mark_plan_dirty("this node is leaving");
+    });
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        auto state = std::make_shared<std::promise<int>>();
+        auto future = state->get_future();
+        asio::post(impl_->io, [impl = impl_, state] {
+            // Not before our own leave request was handled (posts run in order).
+            state->set_value(impl->leave_state());
+        });
+        const auto now = std::chrono::steady_clock::now();
+        if (future.wait_until(std::max(deadline, now + std::chrono::milliseconds(100))) !=
+            std::future_status::ready) {
+            return false;
+        }
+        const int s = future.get();
+        if (s != 0) {
+            impl_->logger->info(s > 0 ? "left the plan: the mesh serves without this node"
+                                      : "the mesh cannot serve without this node; leaving anyway");
+            return s > 0;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            impl_->logger->warn("no plan without this node within {} ms; leaving anyway",
+                                limit.count());
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
 void MeshRuntime::stop() {
     if (!impl_->started || impl_->stopped.exchange(true)) return;
     auto done = std::make_shared<std::promise<void>>();

@@ -137,6 +137,13 @@ public:
     // Calls `on_settled` once, from the I/O thread, when settled() becomes true.
     void set_on_settled(std::function<void()> on_settled);
 
+    // Graceful leave, before stop(): this node offers no memory any more, so the coordinator
+    // re-plans around it while the current plan keeps serving (requests in flight move to the new
+    // pipeline). Returns once the committed plan no longer needs this node (true), or when it
+    // cannot be handed over (alone, or the others cannot hold the model) or `limit` passes
+    // (false). Thread-safe.
+    bool leave(std::chrono::milliseconds limit);
+
     // Says goodbye on every link (peers drop this node at once), stops the threads. Idempotent.
     void stop();
 

@@ -137,6 +137,7 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     std::map<std::uint64_t, double> predicted_tok_s;  // by proposal epoch
     std::string unavailable;  // why no pipeline serves (while none is active)
     bool active_built = false;
+    bool leaving = false;  // leave(): offer no memory, wait for a plan without this node
 
     // mesh_runtime.cpp
     mesh::Result<void> open();
@@ -179,6 +180,9 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void activate(const mesh::PlanPropose& plan);
     void stage_node_gone(const mesh::NodeId& id);
     void set_unavailable(std::string why);
+    // leave(): 1 handed over (the committed plan does not use this node), -1 cannot be handed
+    // over (alone, or no plan without it), 0 not yet.
+    int leave_state() const;
 
     // mesh_runtime_dispatch.cpp
     void on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Message message);

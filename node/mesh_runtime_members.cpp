@@ -97,7 +97,7 @@ void MeshRuntime::Impl::on_member_events(const std::vector<mesh::MemberEvent>& e
 mesh::CapacityReport MeshRuntime::Impl::self_capacity() {
     mesh::CapacityReport r;
     r.node_id = key.id();
-    r.memory_bytes = options.memory_bytes;
+    r.memory_bytes = leaving ? 0 : options.memory_bytes;
     r.backend = options.backend;
     r.model_id = options.model_id;
     r.seconds_per_layer = options.seconds_per_layer;

@@ -198,9 +198,14 @@ void ModelPipelineHost::on_pipeline_frame(const mesh::NodeId& from, mesh::Messag
     }
 }
 
-void ModelPipelineHost::on_member_gone(const mesh::NodeId&) {
-    // Requests of a gone origin end at their head through its token timeout or Cancel; a
-    // gone stage deactivates the pipeline (the runtime calls deactivate).
+void ModelPipelineHost::on_member_gone(const mesh::NodeId& id) {
+    // Requests whose origin is gone have nobody to stream to: free their slots at our head.
+    std::shared_ptr<PipelineHead> head;
+    {
+        std::lock_guard lock(mutex_);
+        head = part_.head;
+    }
+    if (head) head->cancel_origin(id);
 }
 
 mesh::StageStats ModelPipelineHost::stage_stats() {

@@ -232,6 +232,18 @@ void MeshRuntime::Impl::activate(const mesh::PlanPropose& plan) {
     mark_settled();
 }
 
+int MeshRuntime::Impl::leave_state() const {
+    const auto& active = agreement.active();
+    if (!active || !active_built) return 1;  // nothing of ours serves
+    bool in_plan = false;
+    for (const mesh::StageAssignment& s : active->stages) in_plan |= s.node == key.id();
+    if (!in_plan) return 1;
+    if (membership.alive_ids().size() <= 1) return -1;
+    // Planned since the leave began, and no layout holds the model without us.
+    if (!plan_dirty && no_fit && !agreement.proposal_in_flight()) return -1;
+    return 0;
+}
+
 void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id) {
     const auto& active = agreement.active();
     if (!active || !active_built) return;

@@ -207,5 +207,68 @@ TEST(MeshRuntimePlan, AStageThatLeavesIsPlannedAround) {
     a.runtime.stop();
 }
 
+TEST(MeshRuntimePlan, ALeavingStageIsPlannedAroundBeforeItGoes) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode a(mesh, fast_options(64'000'000));
+    ASSERT_TRUE(a.runtime.start(a.host));
+    auto o = fast_options(64'000'000);
+    o.seeds = {a.address()};
+    TestNode b(mesh, o);
+    ASSERT_TRUE(b.runtime.start(b.host));
+    ASSERT_TRUE(wait_until([&] { return all_on_route({&a, &b}, 1); }));
+    TestNode& stage = a.host.route()->stages[0].node == a.runtime.self() ? a : b;
+    TestNode& other = &stage == &a ? b : a;
+    const std::uint64_t before = other.host.route()->epoch;
+
+    // The plan moves to the other node while both are still linked; then the leaver may go.
+    EXPECT_TRUE(stage.runtime.leave(5s));
+    auto moved = other.host.route();
+    ASSERT_TRUE(moved.has_value());
+    EXPECT_GT(moved->epoch, before);
+    EXPECT_EQ(moved->stages.size(), 1u);
+    EXPECT_EQ(moved->stages[0].node, other.runtime.self());
+    EXPECT_EQ(stage.runtime.status()["nodes"].size(), 2u);  // still a member until stop()
+    const json s = other.runtime.status();
+    for (const auto& n : s["nodes"]) {
+        if (n["id"] == stage.runtime.self().to_string()) {
+            EXPECT_EQ(n["memory_bytes"], 0u);
+        }
+    }
+    stage.runtime.stop();
+    other.runtime.stop();
+}
+
+TEST(MeshRuntimePlan, LeavingReturnsAtOnceWhenNobodyCanTakeOver) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode alone(mesh, fast_options(64'000'000));
+    ASSERT_TRUE(alone.runtime.start(alone.host));
+    ASSERT_TRUE(wait_until([&] { return alone.host.route().has_value(); }));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(alone.runtime.leave(5s));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+    EXPECT_TRUE(alone.host.route().has_value());  // it keeps serving until it stops
+
+    // Two halves of a split: the survivor cannot hold the model, so the leaver gives up at once
+    // after the planner says so (not after the limit), and the plan stays.
+    TestNode a(mesh, fast_options(3'200'000));
+    ASSERT_TRUE(a.runtime.start(a.host));
+    auto o = fast_options(3'200'000);
+    o.seeds = {a.address()};
+    TestNode b(mesh, o);
+    ASSERT_TRUE(b.runtime.start(b.host));
+    ASSERT_TRUE(wait_until([&] {
+        auto ra = a.host.route();
+        auto rb = b.host.route();
+        return ra && rb && ra->stages.size() == 2 && ra->epoch == rb->epoch;
+    }));
+    const auto t1 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(b.runtime.leave(10s));
+    EXPECT_LT(std::chrono::steady_clock::now() - t1, 5s);
+    EXPECT_EQ(a.host.route()->stages.size(), 2u);
+    b.runtime.stop();
+    a.runtime.stop();
+    alone.runtime.stop();
+}
+
 }  // namespace
 }  // namespace brigade::node::test
