@@ -1,8 +1,5 @@
 #include "node/http_client.hpp"
 
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -17,16 +14,24 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 model::Error net_error(const std::string& what, const boost::system::error_code& ec) {
+    if (ec == beast::error::timeout) {
+        return {model::errc::io_error, what + ": timed out"};
+    }
     return {model::errc::io_error, what + ": " + ec.message()};
 }
 
-// Blocking Beast calls have no deadline of their own; the kernel's socket timeouts give one.
-void set_socket_timeouts(tcp::socket& socket, std::chrono::milliseconds timeout) {
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-    setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+// Runs one asynchronous operation to completion on `io` under the stream's deadline. Blocking
+// socket calls cannot be used here: Asio turns an SO_RCVTIMEO expiry into an endless poll(),
+// and a signal arriving on this thread (SIGCHLD) fails them with EINTR.
+template <class Start>
+boost::system::error_code run_op(asio::io_context& io, beast::tcp_stream& stream,
+                                 std::chrono::milliseconds timeout, Start start) {
+    boost::system::error_code result = asio::error::would_block;
+    stream.expires_after(timeout);
+    start([&result](boost::system::error_code ec, auto&&...) { result = ec; });
+    io.restart();
+    io.run();
+    return result;
 }
 
 }  // namespace
@@ -75,10 +80,10 @@ model::Result<HttpResponse> http_request(const HttpUrl& url, const HttpRequest& 
     boost::system::error_code ec;
     const auto endpoints = resolver.resolve(url.host, url.port, ec);
     if (ec) return net_error("cannot resolve " + url.host, ec);
-    tcp::socket socket(io);
-    asio::connect(socket, endpoints, ec);
+    beast::tcp_stream stream(io);
+    ec = run_op(io, stream, request.timeout,
+                [&](auto handler) { stream.async_connect(endpoints, std::move(handler)); });
     if (ec) return net_error("cannot connect to " + url.host + ":" + url.port, ec);
-    set_socket_timeouts(socket, request.timeout);
 
     http::request<http::string_body> req;
     req.method(http::string_to_verb(request.method));
@@ -92,13 +97,16 @@ model::Result<HttpResponse> http_request(const HttpUrl& url, const HttpRequest& 
         req.body() = request.body;
         req.prepare_payload();
     }
-    http::write(socket, req, ec);
+    ec = run_op(io, stream, request.timeout,
+                [&](auto handler) { http::async_write(stream, req, std::move(handler)); });
     if (ec) return net_error("sending the request failed", ec);
 
     beast::flat_buffer buffer;
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);
-    http::read_header(socket, buffer, parser, ec);
+    ec = run_op(io, stream, request.timeout, [&](auto handler) {
+        http::async_read_header(stream, buffer, parser, std::move(handler));
+    });
     if (ec) return net_error("reading the response failed", ec);
     HttpResponse response;
     response.status = static_cast<int>(parser.get().result_int());
@@ -109,7 +117,11 @@ model::Result<HttpResponse> http_request(const HttpUrl& url, const HttpRequest& 
     while (!parser.is_done()) {
         parser.get().body().data = chunk;
         parser.get().body().size = sizeof chunk;
-        http::read(socket, buffer, parser, ec);
+        ec = run_op(io, stream, request.timeout, [&](auto handler) {
+            // read_some: hand over what arrived (an SSE event) instead of waiting for a full
+            // chunk buffer.
+            http::async_read_some(stream, buffer, parser, std::move(handler));
+        });
         if (ec == http::error::need_buffer) ec = {};
         if (ec) return net_error("reading the response body failed", ec);
         const std::size_t n = sizeof chunk - parser.get().body().size;
@@ -117,15 +129,15 @@ model::Result<HttpResponse> http_request(const HttpUrl& url, const HttpRequest& 
         const std::string_view bytes(chunk, n);
         if (request.on_body) {
             if (!request.on_body(bytes)) {
-                socket.shutdown(tcp::socket::shutdown_both, ec);
-                socket.close(ec);
+                stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+                stream.close();
                 return response;
             }
         } else {
             response.body.append(bytes);
         }
     }
-    socket.shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
     return response;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// A small blocking HTTP/1.1 client on Beast for `brigade chat` (and the serve tests): one
-// request per connection, the response body handed over as it arrives so SSE streams print
-// while they are generated.
+// A small blocking HTTP/1.1 client on Beast for `brigade chat`, `brigade status` and the tests:
+// one request per connection, the response body handed over as it arrives so SSE streams print
+// while they are generated. Every step (connect, write, each read) has a deadline.
 
 #include <chrono>
 #include <functional>
@@ -39,7 +39,7 @@ struct HttpRequest {
     std::function<bool(std::string_view)> on_body;
     // Called once the status line and headers are in, before any body bytes.
     std::function<void(const HttpResponse&)> on_head;
-    std::chrono::milliseconds timeout{120'000};  // per socket read or write
+    std::chrono::milliseconds timeout{120'000};  // per step: connect, write, each read
 };
 
 // Connection failures and timeouts are errors; any HTTP status is a response.
