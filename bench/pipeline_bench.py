@@ -416,6 +416,8 @@ def main():
                     run["aggregate_tok_s"][str(c)] = aggregate([n.url for n in mesh.nodes], c,
                                                                args.tokens)
                     log(f"{k} stage(s), {c} streams: {run['aggregate_tok_s'][str(c)]:.1f} tok/s")
+                # Capacity reports (stage timings, link RTTs) go out every 2 s.
+                time.sleep(2.5)
                 status, view = http(head.url + "/v1/mesh", timeout=10)
                 if status == 200:
                     run["plan"] = view.get("plan")
