@@ -104,5 +104,36 @@ TEST_F(ElasticCrash, KillCoordinatorWhileItHoldsAStage) {
     report_recovery("crash.coordinator", r);
 }
 
+// Requests that arrive after a stage died, while the survivors re-plan (issue 7: the mesh holds
+// them for a bounded time and serves them on the next plan, since the survivors can hold the
+// model): none is refused, each gets the text of an uninterrupted run. Three clients send short
+// requests back to back from the kill until the new plan is everywhere, so some land in the
+// window between the death and the commit.
+TEST_F(ElasticCrash, RequestsArrivingDuringTheReplanAreServed) {
+    ElasticMesh mesh(elastic_spec("kheld"));
+    ASSERT_EQ(mesh.start(kFourNodes, 3), "");
+    NodeProcess* victim = mesh.stage_node(1);
+    ASSERT_NE(victim, nullptr) << mesh.view().dump();
+    std::vector<NodeProcess*> entries;
+    for (auto* n : mesh.live_nodes()) {
+        if (n != victim) entries.push_back(n);
+    }
+    const auto epoch = mesh.epoch();
+    const auto victim_id = mesh.id_of(victim);
+
+    victim->kill_now();
+    const auto killed_at = SteadyClock::now();
+    BackToBackLoad load(entries);
+    ASSERT_EQ(load.error(), "");
+    const auto replan_error = wait_replanned_without(mesh, 3, 3, epoch, victim_id);
+    const auto replanned_at = SteadyClock::now();
+    load.stop();
+    ASSERT_EQ(replan_error, "");
+    report_figure("crash.held.kill_to_plan_ms", elapsed_ms_text(killed_at, replanned_at));
+    const auto n = load.expect_all_served("requests during the re-plan after a crash", killed_at);
+    report_figure("crash.held.requests", std::to_string(n));
+    EXPECT_GE(n, 6u) << "too few requests to cover the re-plan";
+}
+
 }  // namespace
 }  // namespace brigade::test

@@ -4,6 +4,7 @@
 // stage is taken away (kill -9, SIGTERM, or a cut link). Both streams must then finish with the
 // text of an uninterrupted run, and the mesh must show a newer plan without the victim.
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -93,6 +94,90 @@ inline std::string wait_replanned_without(ElasticMesh& mesh, std::size_t n_nodes
         },
         timeout);
 }
+
+// Short greedy requests sent back to back by one client per entry node until stop(): what a
+// busy mesh sees while it re-plans. Every reply must be the reference text (none refused).
+class BackToBackLoad {
+public:
+    static constexpr int kTokens = 8;
+
+    BackToBackLoad(const std::vector<NodeProcess*>& entries) {
+        for (const auto& user : kShortUsers) {
+            refs_.push_back(
+                &cached_reference(demo_model_dir(), demo_chat_prompt(user), kTokens, kDemoVocab));
+        }
+        for (const auto* ref : refs_) {
+            if (!ref->error.empty()) error_ = ref->error;
+        }
+        if (!error_.empty()) return;
+        for (std::size_t c = 0; c < entries.size(); ++c) {
+            NodeProcess* entry = entries[c];
+            clients_.emplace_back([this, entry, c] {
+                for (std::size_t i = 0; i < 2000 && !stop_; ++i) {
+                    Sent s;
+                    s.user = (c + i) % kShortUsers.size();
+                    s.what = entry->name() + " request " + std::to_string(i);
+                    s.at = SteadyClock::now();
+                    s.reply = entry->post(
+                        "/v1/completions",
+                        completion_body(demo_chat_prompt(kShortUsers[s.user]), kTokens));
+                    std::lock_guard lock(mutex_);
+                    sent_.push_back(std::move(s));
+                }
+            });
+        }
+    }
+    ~BackToBackLoad() { stop(); }
+    BackToBackLoad(const BackToBackLoad&) = delete;
+    BackToBackLoad& operator=(const BackToBackLoad&) = delete;
+
+    const std::string& error() const { return error_; }
+    void stop() {
+        stop_ = true;
+        for (auto& t : clients_) {
+            if (t.joinable()) t.join();
+        }
+    }
+    // After stop(): every request succeeded with its reference text; returns how many were sent
+    // after `since`.
+    std::size_t expect_all_served(const std::string& what, SteadyClock::time_point since) {
+        std::size_t refused = 0;
+        std::size_t wrong = 0;
+        std::size_t after = 0;
+        std::string examples;
+        for (const auto& s : sent_) {
+            if (s.at >= since) ++after;
+            const bool ok = completion_text(s.reply) == refs_[s.user]->text;
+            if (s.reply.status != 200) {
+                ++refused;
+            } else if (!ok) {
+                ++wrong;
+            }
+            if (!ok && refused + wrong <= 4) {
+                examples += "\n  " + s.what + ": " + std::to_string(s.reply.status) + " " +
+                            s.reply.body.substr(0, 400) + "\n    want: " + refs_[s.user]->text;
+            }
+        }
+        EXPECT_EQ(refused + wrong, 0u)
+            << what << ": of " << sent_.size() << " requests " << refused << " were refused and "
+            << wrong << " had another text; the first:" << examples;
+        return after;
+    }
+
+private:
+    struct Sent {
+        std::string what;
+        std::size_t user = 0;
+        SteadyClock::time_point at;
+        HttpReply reply;
+    };
+    std::vector<const Reference*> refs_;
+    std::vector<std::thread> clients_;
+    std::mutex mutex_;
+    std::vector<Sent> sent_;
+    std::atomic<bool> stop_{false};
+    std::string error_;
+};
 
 // Prints a figure for bench/RESULTS.md and records it in the test's XML output.
 inline void report_figure(const std::string& key, const std::string& value) {

@@ -4,6 +4,8 @@
 // within its drain time.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tests/integration/elastic/disruption.hpp"
 
 namespace brigade::test {
@@ -58,6 +60,36 @@ protected:
 TEST_F(ElasticLeave, MiddleStageLeavesDuringGeneration) { leave_during_generation("lmid", 1); }
 
 TEST_F(ElasticLeave, HeadStageLeavesDuringGeneration) { leave_during_generation("lhead", 0); }
+
+// Requests that arrive while a stage leaves (SIGTERM) are held and served on the next plan,
+// none refused: the mesh re-plans around the leaving node before it goes.
+TEST_F(ElasticLeave, RequestsArrivingDuringALeaveAreServed) {
+    auto spec = elastic_spec("lheld");
+    spec.extra_args = {"--drain-ms", "10000"};
+    ElasticMesh mesh(spec);
+    ASSERT_EQ(mesh.start(kFourNodes, 3), "");
+    NodeProcess* victim = mesh.stage_node(1);
+    ASSERT_NE(victim, nullptr) << mesh.view().dump();
+    std::vector<NodeProcess*> entries;
+    for (auto* n : mesh.live_nodes()) {
+        if (n != victim) entries.push_back(n);
+    }
+    const auto epoch = mesh.epoch();
+    const auto victim_id = mesh.id_of(victim);
+
+    BackToBackLoad load(entries);
+    ASSERT_EQ(load.error(), "");
+    std::this_thread::sleep_for(Millis(300));
+    const auto stopped_at = SteadyClock::now();
+    const int code = victim->terminate(kLeaveBound);
+    const auto replan_error = wait_replanned_without(mesh, 3, 3, epoch, victim_id);
+    std::this_thread::sleep_for(Millis(300));
+    load.stop();
+    EXPECT_EQ(code, 0) << victim->logs();
+    ASSERT_EQ(replan_error, "");
+    const auto n = load.expect_all_served("requests during a leave", stopped_at);
+    EXPECT_GE(n, 6u) << "too few requests to cover the leave";
+}
 
 }  // namespace
 }  // namespace brigade::test
