@@ -200,6 +200,36 @@ TEST_F(ServeTools, ToolChoiceNoneLeavesToolsOut) {
               plain.json["choices"][0]["message"]["content"]);
 }
 
+// The MLX 8-bit and 4-bit copies make the same round trips as PyTorch did from their dequantized
+// weights (reference.json keeps them per copy).
+TEST(ServeToolsQuantized, RoundTripsEqualPyTorch) {
+    for (const char* copy : {"mlx_q8", "mlx_q4"}) {
+        const std::string dir = std::string(copy) == "mlx_q8" ? "mlx-q8" : "mlx-q4";
+        SCOPED_TRACE(copy);
+        ServeProcess server({"--model", (source_dir() / "model/demo" / dir).string(), "--alias",
+                             "demo", "--temp", "0"});
+        ASSERT_TRUE(server.ready()) << server.log();
+        const auto& trips = reference()["tool_calls"][copy]["round_trips"];
+        ASSERT_EQ(trips.size(), 2u);
+        for (const auto& trip : trips) {
+            ASSERT_TRUE(trip["right_call"].get<bool>() && trip["right_answer"].get<bool>());
+            auto first = server.post_raw("/v1/chat/completions", call_body(trip).dump());
+            ASSERT_EQ(first.status, 200) << first.body;
+            const auto& calls = first.json["choices"][0]["message"]["tool_calls"];
+            ASSERT_EQ(calls.size(), 1u) << first.body;
+            EXPECT_EQ(calls[0]["function"]["name"], trip["case"]["name"].get<std::string>());
+            EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+                      json::parse(trip["case"]["arguments"].dump()));
+            auto second =
+                server.post_raw("/v1/chat/completions", answer_body(trip, calls[0]["id"]).dump());
+            ASSERT_EQ(second.status, 200) << second.body;
+            EXPECT_EQ(second.json["choices"][0]["message"]["content"],
+                      trip["answer"]["text"].get<std::string>());
+        }
+        EXPECT_EQ(server.terminate(), 0) << server.log();
+    }
+}
+
 // The demo template renders as transformers' apply_chat_template did at training time.
 TEST(DemoChatTemplate, MatchesTransformersOnToolChats) {
     const auto& cases = reference()["chat_template_cases"];
