@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "mesh/identity.hpp"
 #include "tests/integration/mesh_node/mesh_cluster.hpp"
 #include "tests/integration/mesh_node/pipeline_compare.hpp"
 #include "tests/support/tcp_proxy.hpp"
@@ -114,8 +115,9 @@ protected:
             const auto& upper_home = id1 > id2 ? h1 : h2;
             const auto& lower_home = id1 > id2 ? h2 : h1;
             const auto token = token_of_new_mesh(upper_home);
-            if (token.empty()) {
-                error = "brigade mesh token failed";
+            const auto decoded = mesh::decode_invite_token(token);
+            if (!decoded || !decoded->addresses.empty()) {
+                error = "expected an invite token without addresses, got '" + token + "'";
                 return;
             }
             auto spec = node_spec("sec-upper", kMeshArgs);
@@ -219,6 +221,16 @@ TEST_F(LinkSecurity, ANodeWithAnotherMeshsSecretCanNeitherJoinNorRead) {
     ASSERT_TRUE(x2.ready()) << x2.why();
     // Several redial rounds (redial backoff starts at 0.2 s).
     std::this_thread::sleep_for(Seconds(4));
+    // Each intruder's dial failed at the handshake, and it says so.
+    for (auto* x : {&x1, &x2}) {
+        const auto err = x->err();
+        const auto at = err.find("cannot reach");
+        EXPECT_NE(at, std::string::npos) << x->name() << " logged no failed dial:\n" << x->logs();
+        if (at != std::string::npos) {
+            std::printf("[ log      ] %s: %s\n", x->name().c_str(),
+                        err.substr(at, err.find('\n', at) - at).c_str());
+        }
+    }
     const auto mesh_id = state_->views[0]["mesh_id"];
     for (auto* n : {state_->upper.get(), state_->lower.get()}) {
         const auto v = mesh_view(*n);

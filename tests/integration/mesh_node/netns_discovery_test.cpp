@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "mesh/identity.hpp"
 #include "tests/integration/mesh_node/mesh_cluster.hpp"
 #include "tests/integration/mesh_node/pipeline_compare.hpp"
 
@@ -114,6 +115,9 @@ TEST(NetnsDiscovery, ThreeNamespacesFindEachOtherFormOneMeshAndServe) {
     auto token = run_brigade_env({"mesh", "token"}, {{"BRIGADE_HOME", founder_home.string()}});
     ASSERT_EQ(token.exit_code, 0) << token.err;
     while (!token.out.empty() && token.out.back() == '\n') token.out.pop_back();
+    const auto decoded = mesh::decode_invite_token(token.out);
+    ASSERT_TRUE(decoded) << token.out;
+    ASSERT_TRUE(decoded->addresses.empty()) << "the token would tell where the founder is";
 
     std::vector<std::unique_ptr<NodeProcess>> nodes;
     for (std::size_t i = 0; i < 3; ++i) {
