@@ -147,15 +147,20 @@ public:
         std::string examples;
         for (const auto& s : sent_) {
             if (s.at >= since) ++after;
-            const bool ok = completion_text(s.reply) == refs_[s.user]->text;
+            const auto& j = s.reply.json;
+            const bool ok = s.reply.status == 200 && j.is_object() && j.contains("choices") &&
+                            j["choices"].is_array() && !j["choices"].empty() &&
+                            j["choices"][0].value("text", std::string()) == refs_[s.user]->text;
             if (s.reply.status != 200) {
                 ++refused;
             } else if (!ok) {
                 ++wrong;
             }
             if (!ok && refused + wrong <= 4) {
-                examples += "\n  " + s.what + ": " + std::to_string(s.reply.status) + " " +
-                            s.reply.body.substr(0, 400) + "\n    want: " + refs_[s.user]->text;
+                examples.append("\n  ").append(s.what).append(": ");
+                examples.append(std::to_string(s.reply.status)).append(" ");
+                examples.append(s.reply.body.substr(0, 400)).append("\n    want: ");
+                examples.append(refs_[s.user]->text);
             }
         }
         EXPECT_EQ(refused + wrong, 0u)
