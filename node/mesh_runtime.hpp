@@ -107,6 +107,8 @@ public:
     virtual void on_member_gone(const mesh::NodeId& id) = 0;
     // This node's stage timings for its capacity report (epoch 0: no stage).
     virtual mesh::StageStats stage_stats() = 0;
+    // Every tick of the runtime (about 100 ms), for the host's own deadlines.
+    virtual void on_tick() {}
 };
 
 class MeshRuntime {

@@ -158,12 +158,64 @@ void ModelPipelineHost::activate(PipelineRoute route) {
                                                         sender_, logger_);
         }
     }
+    const std::uint64_t epoch = route.epoch;
     swap_in(std::move(route), std::move(part), "");
+    for (Held& h : take_held(epoch, false)) dispatch(h.from, std::move(h.message));
 }
 
 void ModelPipelineHost::deactivate(std::string why) { swap_in(std::nullopt, {}, std::move(why)); }
 
+namespace {
+
+// How long a frame of a plan that is not active here yet waits for its commit.
+constexpr auto kHoldLimit = std::chrono::seconds(3);
+constexpr std::size_t kMaxHeld = 4096;
+
+std::uint64_t routed_epoch(const mesh::Message& m) {
+    if (const auto* r = std::get_if<mesh::RequestFrame>(&m)) return r->epoch;
+    if (const auto* a = std::get_if<mesh::ActivationFrame>(&m)) return a->epoch;
+    return 0;
+}
+
+}  // namespace
+
 void ModelPipelineHost::on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) {
+    const std::uint64_t epoch = routed_epoch(message);
+    if (epoch != 0) {
+        std::lock_guard lock(mutex_);
+        const std::uint64_t here = route_ ? route_->epoch : 0;
+        if (epoch > here && !stopped_ && held_.size() < kMaxHeld) {
+            held_.push_back({from, std::move(message), epoch, std::chrono::steady_clock::now()});
+            return;
+        }
+    }
+    dispatch(from, std::move(message));
+}
+
+std::vector<ModelPipelineHost::Held> ModelPipelineHost::take_held(std::uint64_t up_to_epoch,
+                                                                  bool expired_only) {
+    std::vector<Held> out;
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = held_.begin(); it != held_.end();) {
+        if (it->epoch <= up_to_epoch || (expired_only && now - it->since >= kHoldLimit) ||
+            stopped_) {
+            out.push_back(std::move(*it));
+            it = held_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return out;
+}
+
+void ModelPipelineHost::on_tick() {
+    // Frames whose plan never came here are handled as what they are now: routed by a plan this
+    // node does not run (the request gets a 503 its origin can act on; activations are dropped).
+    for (Held& h : take_held(0, true)) dispatch(h.from, std::move(h.message));
+}
+
+void ModelPipelineHost::dispatch(const mesh::NodeId& from, mesh::Message message) {
     Part part;
     MeshCompletionService* service = nullptr;
     {

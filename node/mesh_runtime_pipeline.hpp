@@ -55,6 +55,7 @@ public:
     void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) override;
     void on_member_gone(const mesh::NodeId& id) override;
     mesh::StageStats stage_stats() override;
+    void on_tick() override;
 
     // PipelineDirectory (any thread).
     std::optional<ActivePipeline> active(std::string& why) override;
@@ -71,6 +72,16 @@ private:
         std::shared_ptr<StageWorker> worker;
     };
     void swap_in(std::optional<PipelineRoute> route, Part part, std::string why);
+    void dispatch(const mesh::NodeId& from, mesh::Message message);
+    // Frames of a newer plan than the one running here, held until it activates (its commit can
+    // arrive after the first frames routed by it: they travel on other links).
+    struct Held {
+        mesh::NodeId from;
+        mesh::Message message;
+        std::uint64_t epoch = 0;
+        std::chrono::steady_clock::time_point since;
+    };
+    std::vector<Held> take_held(std::uint64_t up_to_epoch, bool expired_only);
     void join_stoppers();
 
     const ModelFrontend& model_;
@@ -83,6 +94,7 @@ private:
     std::map<std::uint64_t, std::shared_ptr<StageResources>> loaded_;  // by epoch
 
     mutable std::mutex mutex_;
+    std::vector<Held> held_;
     std::optional<PipelineRoute> route_;
     Part part_;
     std::string why_ = "no plan yet";

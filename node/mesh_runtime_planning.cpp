@@ -251,7 +251,11 @@ void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id) {
         if (s.node == id) {
             logger->warn("stage node {} of plan {} is gone: the pipeline stops until re-planned",
                          id.short_string(), active->epoch);
-            set_unavailable("re-planning: stage node " + id.short_string() + " left the mesh");
+            // If the planner already found that the others cannot hold the model (it plans
+            // over alive members, so a suspect stage is left out early), say that at once.
+            set_unavailable(no_fit ? *no_fit
+                                   : "re-planning: stage node " + id.short_string() +
+                                         " left the mesh");
             return;
         }
     }
