@@ -262,7 +262,7 @@ class Mesh:
             for i in range(1, k):
                 self.nodes.append(Node(brigade, workdir, f"k{k}-n{i}", common + [
                     "--join", token, "--peer", f"127.0.0.1:{first.mesh_port}"]))
-            self.view = self.wait_plan(k, 180)
+            self.view = self.wait_plan(k, 90)
         except Exception:
             self.stop()
             raise
@@ -400,7 +400,9 @@ def main():
     workdir = tempfile.mkdtemp(prefix="brigade-pipeline-bench-")
     try:
         for k in stages:
-            memory = plan_memory(args.brigade, model, k, args.ctx, concurrency)
+            # The runtime reserves KV for one stream of --ctx (MeshRuntimeOptions'
+            # expected_concurrency; serve does not change it), so size the split the same way.
+            memory = plan_memory(args.brigade, model, k, args.ctx, 1)
             log(f"{k} stage(s): --memory {memory}")
             t0 = time.time()
             mesh = Mesh(args.brigade, model, k, args.threads, args.ctx, concurrency, memory,
