@@ -226,6 +226,9 @@ std::optional<mesh::ErrorFrame> error_in(std::vector<std::pair<mesh::NodeId, mes
     return std::nullopt;
 }
 
+// Tokens a long request asks for: the demo model's whole context after a 3-token prompt.
+constexpr int kLong = 509;
+
 TEST(RemoteRequests, RefusalsCarryTheRightCodes) {
     CapturingSender sender;
     PipelineHeadOptions options;
@@ -251,9 +254,10 @@ TEST(RemoteRequests, RefusalsCarryTheRightCodes) {
     wrong_origin.origin = node_id(4);
     EXPECT_EQ(code_of(wrong_origin, head.get()), api::ErrorKind::invalid_request);
 
-    // One slot, no queue: a long request holds it, the next one gets 429.
-    accept_remote_request(node_id(3), request_frame(10, 4, 400), head.get(), sender, log);
-    ASSERT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 1; }));
+    // One slot, no queue: a long request holds it (queued or running: either way the slot is
+    // taken), so the next one, sent right after it, gets 429. Not waiting in between keeps this
+    // independent of how fast the head generates on a busy machine.
+    accept_remote_request(node_id(3), request_frame(10, 4, kLong), head.get(), sender, log);
     EXPECT_EQ(code_of(request_frame(11, 4), head.get()), api::ErrorKind::overloaded);
     head->cancel(10);
     ASSERT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 0; }));
@@ -280,14 +284,33 @@ TEST(RemoteRequests, RefusalsCarryTheRightCodes) {
     EXPECT_TRUE(accepted);
     EXPECT_EQ(tokens.size(), 4u);
     EXPECT_EQ(tokens.back().finish, mesh::TokenFinish::kLength);
-    // The origin leaves: its running requests are cancelled.
-    accept_remote_request(node_id(3), request_frame(14, 4, 400), head.get(), sender, log);
-    ASSERT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 1; }));
+    // The origin leaves: its requests are cancelled, another origin's are not. A request that
+    // is not cancelled runs to its length (kLong tokens); a cancelled one stops short of it.
+    auto tokens_of = [&](std::uint64_t id) {
+        std::size_t n = 0;
+        bool finished = false;
+        for (auto& [to, m] : sender.take()) {
+            if (auto* u = std::get_if<mesh::RequestUpdate>(&m); u && u->request_id == id) {
+                n += u->tokens.size();
+                if (!u->tokens.empty() && u->tokens.back().finish != mesh::TokenFinish::kContinue)
+                    finished = true;
+            }
+        }
+        return std::pair{n, finished};
+    };
+    sender.take();
+    accept_remote_request(node_id(3), request_frame(14, 4, kLong), head.get(), sender, log);
     head->cancel_origin(node_id(4));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(head->n_active(), 1u) << "another origin's requests stay";
+    ASSERT_TRUE(
+        TestMesh::wait_for([&] { return head->n_active() == 0 && head->n_waiting() == 0; }));
+    EXPECT_EQ(tokens_of(14), (std::pair<std::size_t, bool>{kLong, true}))
+        << "another origin's request runs to its end";
+    accept_remote_request(node_id(3), request_frame(15, 4, kLong), head.get(), sender, log);
     head->cancel_origin(node_id(3));
-    EXPECT_TRUE(TestMesh::wait_for([&] { return head->n_active() == 0; }));
+    EXPECT_TRUE(
+        TestMesh::wait_for([&] { return head->n_active() == 0 && head->n_waiting() == 0; }));
+    EXPECT_LT(tokens_of(15).first, static_cast<std::size_t>(kLong))
+        << "its own origin's request stops";
 
     head->stop(std::chrono::milliseconds(0));
     EXPECT_EQ(code_of(request_frame(13, 4), head.get()), api::ErrorKind::unavailable);
