@@ -242,7 +242,9 @@ public:
     }
 
     // Starts one more node (joining through a live node) without waiting for any plan; null
-    // (error() says why) when it did not start. `expect_nodes` > 1 makes it ready at once.
+    // (error() says why) when it did not start. `expect_nodes` > 1 makes it ready at once; 0
+    // leaves the flag out: then the node is ready once it serves the mesh's plan (or knows that
+    // nothing fits).
     NodeProcess* add_node(const std::string& memory, int expect_nodes,
                           std::optional<PreparedHome> home = std::nullopt,
                           const std::vector<std::string>& more_args = {}) {
@@ -259,9 +261,9 @@ public:
                                          "--suspect-after",
                                          std::to_string(kSuspectAfterMs),
                                          "--dead-after",
-                                         std::to_string(kDeadAfterMs),
-                                         "--expect-nodes",
-                                         std::to_string(expect_nodes)};
+                                         std::to_string(kDeadAfterMs)};
+        if (expect_nodes > 0)
+            args.insert(args.end(), {"--expect-nodes", std::to_string(expect_nodes)});
         const std::size_t index = nodes_.size();
         const std::string host = spec_.address_of ? spec_.address_of(index) : "127.0.0.1";
         args.insert(args.end(), {"--mesh-host", host});

@@ -145,5 +145,33 @@ TEST(ElasticJoin, NodeJoinsDuringAStreamOfRequestsNoneFails) {
               refs[1]->text);
 }
 
+// A node that crashed comes back with the same identity and no --expect-nodes: it is ready
+// (port file, "ready" line) only once it can answer requests, so the first requests sent to it
+// must be served. It must not answer from a view of the mesh it has not finished joining (for
+// example "the mesh cannot hold the model" computed from the one peer it has linked to so far).
+TEST(ElasticJoin, RestartedNodeServesAsSoonAsItIsReady) {
+    ElasticMesh mesh(elastic_spec("rejoin"));
+    ASSERT_EQ(mesh.start(std::vector<std::string>(4, kThreeStageMemory), 3), "");
+    NodeProcess* victim = mesh.stage_node(1);
+    ASSERT_NE(victim, nullptr) << mesh.view().dump();
+    const auto home = mesh.home_of(victim);
+    const auto epoch = mesh.epoch();
+    victim->kill_now();
+    ASSERT_EQ(wait_replanned_without(mesh, 3, 3, epoch, home.id), "");
+
+    const auto restarted_at = SteadyClock::now();
+    NodeProcess* back = mesh.add_node(kThreeStageMemory, 0, home);
+    ASSERT_NE(back, nullptr) << mesh.error();
+    report_figure("join.restart_to_ready_ms", elapsed_ms_text(restarted_at, SteadyClock::now()));
+    std::vector<NodeProcess*> entries = {back};
+    BackToBackLoad load(entries);
+    ASSERT_EQ(load.error(), "");
+    std::this_thread::sleep_for(Millis(1500));
+    load.stop();
+    const auto n = load.expect_all_served("requests at the restarted node", restarted_at);
+    EXPECT_GE(n, 3u);
+    EXPECT_EQ(mesh.wait_plan(4, 3), "");
+}
+
 }  // namespace
 }  // namespace brigade::test
