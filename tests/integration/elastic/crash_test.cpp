@@ -55,6 +55,40 @@ TEST_F(ElasticCrash, KillHeadStageRequestsEnteredElsewhere) {
     report_recovery("crash.head", r);
 }
 
+// Seeded sampling resumes where it was: the sampler's state depends only on (seed, step) and
+// the history, so a stream whose middle stage is killed gives the text of the same request run
+// uninterrupted on the same mesh.
+TEST_F(ElasticCrash, KillMiddleStageDuringSeededSampling) {
+    ElasticMesh mesh(elastic_spec("kseed"));
+    ASSERT_EQ(mesh.start(kFourNodes, 3), "");
+    NodeProcess* head = mesh.stage_node(0);
+    NodeProcess* victim = mesh.stage_node(1);
+    ASSERT_TRUE(head && victim) << mesh.view().dump();
+    auto body = long_completion_body();
+    body["temperature"] = 0.8;
+    body["top_p"] = 0.95;
+    body["seed"] = 20261121;
+    const auto uninterrupted = watched_stream(head->url(), "/v1/completions", body, {});
+    ASSERT_EQ(uninterrupted.status, 200) << uninterrupted.error_body;
+    ASSERT_TRUE(uninterrupted.done && uninterrupted.errors.empty());
+    ASSERT_GE(uninterrupted.arrivals.size(), 3 * kDisruptAtChunk)
+        << "this seed ends too early to kill a stage in the middle: " << uninterrupted.content;
+
+    bool killed = false;
+    const auto s = watched_stream(head->url(), "/v1/completions", body, [&](std::size_t n) {
+        if (n != kDisruptAtChunk || killed) return;
+        ::kill(victim->pid(), SIGKILL);
+        killed = true;
+    });
+    victim->kill_now();
+    ASSERT_TRUE(killed) << "the stream ended before the kill";
+    EXPECT_EQ(s.status, 200) << s.error_body;
+    EXPECT_TRUE(s.errors.empty()) << s.errors.front() << "\n" << mesh.logs();
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.content, uninterrupted.content) << "seeded sampling did not resume where it was";
+    EXPECT_EQ(s.finish_reason, uninterrupted.finish_reason);
+}
+
 // The coordinator (lowest alive id) dies while it holds a stage: the next lowest id takes
 // over, proposes a plan above every epoch seen, and the requests resume.
 TEST_F(ElasticCrash, KillCoordinatorWhileItHoldsAStage) {
