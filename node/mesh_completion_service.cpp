@@ -225,6 +225,23 @@ void MeshCompletionService::Impl::prepare(StartJob job) {
 void MeshCompletionService::Impl::route(const Request& req) {
     std::string why;
     auto active = directory.active(why);
+    if (!active && options.resume_grace.count() > 0 && directory.plan_expected()) {
+        // Parked: on_pipeline_changed routes it when the plan commits; check_stalled fails it
+        // with `why` after resume_grace.
+        if (req->request_id == 0) {
+            const std::uint64_t id = new_request_id();
+            req->request_id = id;
+            std::lock_guard lock(mutex);
+            requests[id] = req;
+        }
+        if (!req->parked) {
+            logger->info("{}: {}; waiting up to {} ms for the next plan", req->api_id, why,
+                         options.resume_grace.count());
+        }
+        req->parked = why;
+        req->last_heard = Clock::now();
+        return;
+    }
     if (!active) {
         stream_fail_locked(req, api::ErrorKind::unavailable,
                            why.empty() ? "no pipeline is serving the model" : why);
@@ -487,10 +504,22 @@ void MeshCompletionService::on_pipeline_changed() {
     }
     std::string why;
     const auto active = impl_->directory.active(why);
+    const bool expected =
+        !active && impl_->options.resume_grace.count() > 0 && impl_->directory.plan_expected();
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
         if (req->done) continue;
-        if (!active) {
+        if (!active && expected) {
+            // Re-planning: the next plan resumes it (prompt + tokens so far), unless it takes
+            // longer than resume_grace (check_stalled).
+            impl_->cancel_at_head(req, "re-planning");
+            if (!req->parked) {
+                impl_->logger->info("{}: {}; waiting up to {} ms for the next plan", req->api_id,
+                                    why, impl_->options.resume_grace.count());
+            }
+            req->parked = why;
+            req->last_heard = Clock::now();
+        } else if (!active) {
             impl_->cancel_at_head(req, "no pipeline");
             impl_->stream_fail_locked(req, api::ErrorKind::unavailable,
                                       "no pipeline can serve this request: " + why);

@@ -40,6 +40,11 @@ public:
     // The committed pipeline, or nullopt with `why` set ("no plan yet", "re-planning",
     // "the mesh cannot hold the model: ..."): requests then get 503 at once.
     virtual std::optional<ActivePipeline> active(std::string& why) = 0;
+    // True while there is no pipeline but one is being formed (the mesh is forming, or
+    // re-planning after a stage left): new requests then wait for it (up to
+    // MeshServiceOptions::resume_grace) instead of failing at once. False when the mesh cannot
+    // hold the model: that is a 503 at once.
+    virtual bool plan_expected() { return false; }
 };
 
 struct MeshServiceOptions {

@@ -288,6 +288,16 @@ std::optional<ActivePipeline> ModelPipelineHost::active(std::string& why) {
     return ActivePipeline{*route_, part_.head};
 }
 
+bool ModelPipelineHost::plan_expected() {
+    std::lock_guard lock(mutex_);
+    // The runtime's reasons (mesh_runtime.cpp, mesh_runtime_planning.cpp): the mesh is forming,
+    // or a stage left and the survivors are re-planning. "cannot hold the model" is final.
+    const auto starts_with = [&](std::string_view prefix) {
+        return why_.compare(0, prefix.size(), prefix) == 0;
+    };
+    return !route_ && !stopped_ && (starts_with("re-planning") || starts_with("no plan yet"));
+}
+
 void ModelPipelineHost::stop(std::chrono::milliseconds drain) {
     Part part;
     {

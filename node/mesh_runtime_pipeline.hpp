@@ -59,6 +59,7 @@ public:
 
     // PipelineDirectory (any thread).
     std::optional<ActivePipeline> active(std::string& why) override;
+    bool plan_expected() override;
 
     // Shutdown: the head finishes running requests for up to `drain`, then everything stops;
     // requests get 503 "shutting down" from then on. Idempotent.

@@ -39,16 +39,20 @@ void MeshRuntime::Impl::mark_plan_dirty(const std::string& why) {
 
 bool MeshRuntime::Impl::members_see_each_other() const {
     const std::vector<mesh::NodeId> alive = membership.alive_ids();
-    // A member linked to a node we have not met yet means our view is partial (e.g. we just
-    // restarted and linked to one peer first): a plan now could find "no fit" among too few
-    // nodes, or leave the others out.
-    const std::vector<mesh::NodeId> known = membership.member_ids();
-    const std::set<mesh::NodeId> known_set(known.begin(), known.end());
-    for (const mesh::NodeId& id : alive) {
-        if (id == key.id()) continue;
-        if (const mesh::Member* m = membership.find(id); m && m->capacity) {
-            for (const mesh::LinkMeasurement& l : m->capacity->links) {
-                if (known_set.count(l.peer) == 0) return false;
+    // Before this node has seen any plan (it just started or restarted), a member linked to a
+    // node we have not met yet means our view is partial (we linked to one peer first): a plan
+    // now could find "no fit" among too few nodes, or leave the others out. Once a plan is
+    // known, such links are more likely stale (a peer that just died, still listed in a
+    // capacity report a moment old), and waiting on them would only slow the re-plan.
+    if (!agreement.active()) {
+        const std::vector<mesh::NodeId> known = membership.member_ids();
+        const std::set<mesh::NodeId> known_set(known.begin(), known.end());
+        for (const mesh::NodeId& id : alive) {
+            if (id == key.id()) continue;
+            if (const mesh::Member* m = membership.find(id); m && m->capacity) {
+                for (const mesh::LinkMeasurement& l : m->capacity->links) {
+                    if (known_set.count(l.peer) == 0) return false;
+                }
             }
         }
     }

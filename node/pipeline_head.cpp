@@ -294,6 +294,9 @@ void PipelineHead::Impl::run() {
                 admitted.push_back(std::move(queue.front()));
                 queue.pop_front();
             }
+            // Taken from the queue means holding a slot: `submit` must not count it as free
+            // while it is being admitted (it would let one request too many past the queue).
+            n_active_mirror = active.size() + admitted.size();
             cancelled.swap(cancels);
             frames.swap(token_frames);
             errors.swap(stage_errors);
