@@ -39,12 +39,12 @@ void MeshRuntime::Impl::mark_plan_dirty(const std::string& why) {
 
 bool MeshRuntime::Impl::members_see_each_other() const {
     const std::vector<mesh::NodeId> alive = membership.alive_ids();
-    // Before this node has seen any plan (it just started or restarted), a member linked to a
+    // Before this node's first planning (it just started or restarted), a member linked to a
     // node we have not met yet means our view is partial (we linked to one peer first): a plan
-    // now could find "no fit" among too few nodes, or leave the others out. Once a plan is
-    // known, such links are more likely stale (a peer that just died, still listed in a
-    // capacity report a moment old), and waiting on them would only slow the re-plan.
-    if (!agreement.active()) {
+    // now could find "no fit" among too few nodes, or leave the others out. Later, such links
+    // are more likely stale (a peer that just died, still listed in a capacity report a moment
+    // old), and waiting on them would only slow the re-plan.
+    if (!first_plan_done) {
         const std::vector<mesh::NodeId> known = membership.member_ids();
         const std::set<mesh::NodeId> known_set(known.begin(), known.end());
         for (const mesh::NodeId& id : alive) {
@@ -268,8 +268,15 @@ void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id) {
         if (s.node == id) {
             logger->warn("stage node {} of plan {} is gone: the pipeline stops until re-planned",
                          id.short_string(), active->epoch);
-            // If the planner already found that the others cannot hold the model (it plans
-            // over alive members, so a suspect stage is left out early), say that at once.
+            // If the others cannot hold the model, say that at once (requests then get a fast
+            // 503 instead of waiting for a plan that cannot come). The planner is a pure
+            // function of what we know: ask it now rather than after the planning debounce.
+            if (!no_fit) {
+                if (auto plan = compute_plan(); !plan) {
+                    no_fit = "the mesh cannot hold the model: " + plan.error().message;
+                    logger->warn("no plan: {}", *no_fit);
+                }
+            }
             set_unavailable(no_fit ? *no_fit
                                    : "re-planning: stage node " + id.short_string() +
                                          " left the mesh");
