@@ -219,6 +219,7 @@ void MeshRuntime::Impl::run_tick() {
         last_capacity_sent = now;
     }
     plan_if_due(now);
+    expire_held_outgoing(now);
     if (host != nullptr) host->on_tick();
 }
 

@@ -113,6 +113,17 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     mesh::Membership membership;
     mesh::Agreement agreement;
     std::map<mesh::NodeId, std::shared_ptr<LinkSlot>> links;
+    // Frames for a peer whose link is not up yet (e.g. a restarted node that learned the plan
+    // from one peer before it linked to the head), delivered when it comes up; dropped after
+    // kHoldOutgoing or beyond kMaxHeldOutgoing per peer.
+    struct HeldOutgoing {
+        mesh::Clock::time_point since;
+        mesh::Message message;
+    };
+    std::map<mesh::NodeId, std::deque<HeldOutgoing>> held_outgoing;
+    static constexpr std::chrono::milliseconds kHoldOutgoing{3000};
+    static constexpr std::size_t kMaxHeldOutgoing = 256;
+    void expire_held_outgoing(mesh::Clock::time_point now);
     std::map<mesh::NodeId, DialState> peer_dials;
     std::map<mesh::PeerAddress, DialState> seed_dials;
     std::map<mesh::PeerAddress, mesh::NodeId> seed_ids;  // which node a seed address turned out

@@ -170,6 +170,13 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
         on_discovery(directory.on_linked(peer, {info.remote_host, info.hello.listen_port}, now));
     }
     peer_dials[peer].backoff = std::chrono::milliseconds(0);
+    if (auto held = held_outgoing.find(peer); held != held_outgoing.end()) {
+        expire_held_outgoing(Clock::now());
+        if (auto again = held_outgoing.find(peer); again != held_outgoing.end()) {
+            for (auto& h : again->second) slot->queue.push_back(std::move(h.message));
+            held_outgoing.erase(again);
+        }
+    }
     asio::co_spawn(io, read_loop(slot), detached_task);
     asio::co_spawn(io, write_loop(slot), detached_task);
     send_capacity_and_peers(peer);
@@ -234,12 +241,30 @@ void MeshRuntime::Impl::send_now(const mesh::NodeId& to, mesh::Message message) 
     if (stopping) return;
     auto it = links.find(to);
     if (it == links.end() || !it->second->link->is_open()) {
-        logger->debug("mesh: no link to {}: {} frame dropped", to.short_string(),
-                      mesh::msg_type_name(mesh::message_type(message)));
+        auto& held = held_outgoing[to];
+        if (held.size() >= kMaxHeldOutgoing) {
+            logger->debug("mesh: no link to {}: {} frame dropped", to.short_string(),
+                          mesh::msg_type_name(mesh::message_type(message)));
+            return;
+        }
+        held.push_back({Clock::now(), std::move(message)});
         return;
     }
     it->second->queue.push_back(std::move(message));
     it->second->wake.cancel();
+}
+
+void MeshRuntime::Impl::expire_held_outgoing(mesh::Clock::time_point now) {
+    for (auto it = held_outgoing.begin(); it != held_outgoing.end();) {
+        auto& held = it->second;
+        while (!held.empty() && now - held.front().since >= kHoldOutgoing) {
+            logger->debug("mesh: no link to {} within {} ms: {} frame dropped",
+                          it->first.short_string(), kHoldOutgoing.count(),
+                          mesh::msg_type_name(mesh::message_type(held.front().message)));
+            held.pop_front();
+        }
+        it = held.empty() ? held_outgoing.erase(it) : std::next(it);
+    }
 }
 
 void MeshRuntime::Impl::broadcast(const mesh::Message& message) {
