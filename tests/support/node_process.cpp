@@ -82,7 +82,7 @@ HttpReply http_post(const node::HttpUrl& url, const std::string& path, const nlo
 }
 
 StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohmann::json body,
-                        Millis timeout) {
+                        Millis timeout, const std::function<void(std::size_t)>& on_text) {
     body["stream"] = true;
     node::HttpRequest req;
     req.method = "POST";
@@ -110,8 +110,12 @@ StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohm
             }
             auto j = nlohmann::json::parse(e.data, nullptr, false);
             s.chunks.push_back(j);
-            if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() ||
-                j["choices"].empty()) {
+            if (!j.is_object()) {
+                s.errors.push_back("not JSON: " + e.data);
+                continue;
+            }
+            if (j.contains("error")) s.errors.push_back(j["error"].dump());
+            if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) {
                 continue;
             }
             const auto& c = j["choices"][0];
@@ -124,6 +128,7 @@ StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohm
             if (!piece.empty()) {
                 s.content += piece;
                 s.arrival_s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+                if (on_text) on_text(s.arrival_s.size());
             }
             if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
                 s.finish_reason = c["finish_reason"].get<std::string>();
@@ -131,7 +136,9 @@ StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohm
         }
         return true;
     };
+    s.started = start;
     auto resp = node::http_request(url, req);
+    s.ended = Clock::now();
     if (!resp) s.error_body += resp.error().message;
     return s;
 }

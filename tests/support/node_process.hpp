@@ -53,15 +53,21 @@ struct StreamReply {
     std::string content;                 // concatenated delta.content / text
     std::string finish_reason;
     std::string error_body;
-    std::vector<double> arrival_s;  // when each chunk with text arrived, from the request's start
+    std::vector<double> arrival_s;    // when each chunk with text arrived, from the request's start
+    std::vector<std::string> errors;  // `data: {"error": ...}` events and non-JSON events
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point ended;
 };
 
 HttpReply http_get(const node::HttpUrl& url, const std::string& path,
                    Millis timeout = Millis(30'000));
 HttpReply http_post(const node::HttpUrl& url, const std::string& path, const nlohmann::json& body,
                     Millis timeout = Millis(120'000));
+// `on_text(n)`, if set, runs on the client thread when the n-th chunk carrying text arrives
+// (n from 1), so a test can act at an exact point of the generation.
 StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohmann::json body,
-                        Millis timeout = Millis(120'000));
+                        Millis timeout = Millis(120'000),
+                        const std::function<void(std::size_t)>& on_text = {});
 
 // `brigade args...` with extra environment variables (e.g. BRIGADE_HOME), as run_brigade.
 CommandResult run_brigade_env(const std::vector<std::string>& args,

@@ -5,7 +5,6 @@
 // noticed in well under two seconds; every wait is bounded.
 
 #include <gtest/gtest.h>
-#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -20,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "api/sse.hpp"
 #include "tests/integration/mesh_node/mesh_node_util.hpp"
 #include "tests/integration/mesh_node/pipeline_compare.hpp"
 #include "tests/support/node_process.hpp"
@@ -85,73 +83,23 @@ inline WatchedStream watched_stream(const node::HttpUrl& url, const std::string&
                                     nlohmann::json body,
                                     const std::function<void(std::size_t)>& on_text,
                                     Millis timeout = Millis(120'000)) {
-    body["stream"] = true;
-    node::HttpRequest req;
-    req.method = "POST";
-    req.target = path;
-    req.body = body.dump();
-    req.timeout = timeout;
-    req.headers.emplace_back("Content-Type", "application/json");
+    // The harness's stream reader records arrivals relative to its start; `on_text` stamps
+    // them on the steady clock here, where the disruption tests compare them with events.
+    std::vector<SteadyClock::time_point> arrivals;
+    StreamReply r = http_stream(url, path, std::move(body), timeout, [&](std::size_t n) {
+        arrivals.push_back(SteadyClock::now());
+        if (on_text) on_text(n);
+    });
     WatchedStream s;
-    api::SseParser parser;
-    std::vector<api::SseMessage> events;
-    req.on_head = [&](const node::HttpResponse& h) { s.status = h.status; };
-    req.on_body = [&](std::string_view bytes) {
-        if (s.status != 200) {
-            s.error_body.append(bytes);
-            return true;
-        }
-        events.clear();
-        parser.feed(bytes, events);
-        for (const auto& e : events) {
-            if (e.comment) continue;
-            if (e.data == "[DONE]") {
-                s.done = true;
-                continue;
-            }
-            auto j = nlohmann::json::parse(e.data, nullptr, false);
-            if (!j.is_object()) {
-                s.errors.push_back("not JSON: " + e.data);
-                continue;
-            }
-            if (j.contains("error")) {
-                s.errors.push_back(j["error"].dump());
-                continue;
-            }
-            if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) {
-                continue;
-            }
-            const auto& c = j["choices"][0];
-            std::string piece;
-            if (c.contains("delta") && c["delta"].contains("content") &&
-                c["delta"]["content"].is_string()) {
-                piece = c["delta"]["content"].get<std::string>();
-            }
-            if (c.contains("text") && c["text"].is_string()) piece += c["text"].get<std::string>();
-            if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
-                s.finish_reason = c["finish_reason"].get<std::string>();
-            }
-            if (!piece.empty()) {
-                s.content += piece;
-                s.arrivals.push_back(SteadyClock::now());
-                if (on_text) on_text(s.arrivals.size());
-            }
-        }
-        return true;
-    };
-    // SIGCHLD (a node we started exits, or std::system's shell) interrupts a blocking socket read
-    // that has a timeout with EINTR, which node/http_client reports as a failed read; keep it
-    // off this thread while the stream runs (it stays pending, and waitpid works regardless).
-    sigset_t chld;
-    sigset_t old_mask;
-    sigemptyset(&chld);
-    sigaddset(&chld, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &chld, &old_mask);
-    s.started = SteadyClock::now();
-    auto resp = node::http_request(url, req);
-    s.ended = SteadyClock::now();
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    if (!resp) s.error_body += resp.error().message;
+    s.status = r.status;
+    s.content = std::move(r.content);
+    s.finish_reason = std::move(r.finish_reason);
+    s.done = r.done;
+    s.errors = std::move(r.errors);
+    s.error_body = std::move(r.error_body);
+    s.arrivals = std::move(arrivals);
+    s.started = r.started;
+    s.ended = r.ended;
     return s;
 }
 
