@@ -289,7 +289,7 @@ mesh::Result<void> MeshRuntime::start(PipelineHost& host) {
     for (const mesh::PeerAddress& seed : impl_->options.seeds) {
         impl_->on_discovery(impl_->directory.add_seed(seed));
     }
-    impl_->set_unavailable("no plan yet: the mesh is forming");
+    impl_->set_unavailable("no plan yet: the mesh is forming", /*plan_expected=*/true);
     impl_->started = true;
     impl_->work.emplace(impl_->io.get_executor());
     auto on_done = [weak = impl_->weak_from_this()](std::exception_ptr e) {

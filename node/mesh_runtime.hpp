@@ -98,8 +98,9 @@ public:
     // stop the previous one.
     virtual void activate(PipelineRoute route) = 0;
     // No pipeline can serve (no plan yet, a stage node left, the model fits nowhere, stopping):
-    // requests get 503 with `why` until the next activate. Stops this node's part.
-    virtual void deactivate(std::string why) = 0;
+    // stops this node's part. With `plan_expected` (the mesh is forming or re-planning) requests
+    // may wait for the next activate; without it they get 503 with `why` at once.
+    virtual void deactivate(std::string why, bool plan_expected) = 0;
     // A pipeline frame (RequestFrame, ActivationFrame, TokenFrame, Cancel, RequestUpdate,
     // ErrorFrame) from `from`.
     virtual void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) = 0;

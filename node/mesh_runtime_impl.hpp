@@ -190,7 +190,9 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void run_actions(std::vector<mesh::AgreementAction> actions);
     void activate(const mesh::PlanPropose& plan);
     void stage_node_gone(const mesh::NodeId& id);
-    void set_unavailable(std::string why);
+    // `plan_expected`: a plan is being formed (requests may wait for it); false: final until
+    // capacity changes (the model fits nowhere).
+    void set_unavailable(std::string why, bool plan_expected);
     // leave(): 1 handed over (the committed plan does not use this node), -1 cannot be handed
     // over (alone, or no plan without it), 0 not yet.
     int leave_state() const;

@@ -163,7 +163,13 @@ void ModelPipelineHost::activate(PipelineRoute route) {
     for (Held& h : take_held(epoch, false)) dispatch(h.from, std::move(h.message));
 }
 
-void ModelPipelineHost::deactivate(std::string why) { swap_in(std::nullopt, {}, std::move(why)); }
+void ModelPipelineHost::deactivate(std::string why, bool plan_expected) {
+    {
+        std::lock_guard lock(mutex_);
+        plan_expected_ = plan_expected;
+    }
+    swap_in(std::nullopt, {}, std::move(why));
+}
 
 namespace {
 
@@ -290,12 +296,7 @@ std::optional<ActivePipeline> ModelPipelineHost::active(std::string& why) {
 
 bool ModelPipelineHost::plan_expected() {
     std::lock_guard lock(mutex_);
-    // The runtime's reasons (mesh_runtime.cpp, mesh_runtime_planning.cpp): the mesh is forming,
-    // or a stage left and the survivors are re-planning. "cannot hold the model" is final.
-    const auto starts_with = [&](std::string_view prefix) {
-        return why_.compare(0, prefix.size(), prefix) == 0;
-    };
-    return !route_ && !stopped_ && (starts_with("re-planning") || starts_with("no plan yet"));
+    return !route_ && !stopped_ && plan_expected_;
 }
 
 void ModelPipelineHost::stop(std::chrono::milliseconds drain) {

@@ -51,7 +51,7 @@ public:
     std::optional<std::string> load_stage(std::uint64_t epoch, model::LayerRange range) override;
     void drop_stage(std::uint64_t epoch) override;
     void activate(PipelineRoute route) override;
-    void deactivate(std::string why) override;
+    void deactivate(std::string why, bool plan_expected) override;
     void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) override;
     void on_member_gone(const mesh::NodeId& id) override;
     mesh::StageStats stage_stats() override;
@@ -99,6 +99,7 @@ private:
     std::optional<PipelineRoute> route_;
     Part part_;
     std::string why_ = "no plan yet";
+    bool plan_expected_ = true;  // until the runtime says otherwise, a first plan is coming
     bool stopped_ = false;
     MeshCompletionService* service_ = nullptr;
 

@@ -74,9 +74,9 @@ bool MeshRuntime::Impl::members_see_each_other() const {
     return true;
 }
 
-void MeshRuntime::Impl::set_unavailable(std::string why) {
+void MeshRuntime::Impl::set_unavailable(std::string why, bool plan_expected) {
     unavailable = why;
-    if (host != nullptr) host->deactivate(std::move(why));
+    if (host != nullptr) host->deactivate(std::move(why), plan_expected);
     active_built = false;
 }
 
@@ -145,7 +145,7 @@ void MeshRuntime::Impl::plan_if_due(Clock::time_point now) {
         no_fit = why;
         last_plan.reset();
         // The active plan stays while all of its stages are alive; without one, 503s say why.
-        if (!agreement.active() || !active_built) set_unavailable(why);
+        if (!agreement.active() || !active_built) set_unavailable(why, /*plan_expected=*/false);
         mark_settled();
         return;
     }
@@ -277,9 +277,10 @@ void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id) {
                     logger->warn("no plan: {}", *no_fit);
                 }
             }
-            set_unavailable(no_fit ? *no_fit
-                                   : "re-planning: stage node " + id.short_string() +
-                                         " left the mesh");
+            set_unavailable(no_fit
+                                ? *no_fit
+                                : "re-planning: stage node " + id.short_string() + " left the mesh",
+                            /*plan_expected=*/!no_fit);
             return;
         }
     }

@@ -40,7 +40,7 @@ public:
         why_.clear();
         active_ = true;
     }
-    void deactivate(std::string why) override {
+    void deactivate(std::string why, bool /*plan_expected*/) override {
         std::lock_guard lock(mutex_);
         why_ = std::move(why);
         active_ = false;
