@@ -314,6 +314,9 @@ net::awaitable<bool> Session::handle(http::request<http::string_body>& request) 
 
 void Session::deliver(std::uint64_t serial, ServiceEvent event) {
     if (serial != serial_ || !exchange_ || exchange_done_) return;  // stale or abandoned
+    // Given up on a slow client: what the service says after its cancellation (often an error
+    // about being cancelled) is not the outcome of this request.
+    if (too_slow_) return;
     ExchangeOutput out = exchange_->handle(std::move(event));
     if (out.head) {
         pending_head_ = out.head;
@@ -323,6 +326,7 @@ void Session::deliver(std::uint64_t serial, ServiceEvent event) {
         // The client reads slower than we generate: give up now rather than buffer without
         // bound. Cancelling the socket's operations also ends a write stuck on a full window.
         too_slow_ = true;
+        exchange_->abandon("client too slow");
         cancel_->cancel();
         beast::error_code ignored;
         stream_.socket().cancel(ignored);

@@ -1,5 +1,6 @@
 #include "node/mesh_completion_service.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -38,7 +39,8 @@ struct OriginRequest {
     Clock::time_point last_heard;
     int attempts = 0;
     bool done = false;
-    // Failed by its head with `unavailable`, waiting (resume_grace) for a newer pipeline.
+    // Failed by its head with `unavailable`, or arrived while re-planning: waiting
+    // (resume_grace, or plan_wait while a plan is expected) for a newer pipeline.
     std::optional<std::string> parked;
 };
 
@@ -227,7 +229,7 @@ void MeshCompletionService::Impl::route(const Request& req) {
     auto active = directory.active(why);
     if (!active && options.resume_grace.count() > 0 && directory.plan_expected()) {
         // Parked: on_pipeline_changed routes it when the plan commits; check_stalled fails it
-        // with `why` after resume_grace.
+        // with `why` after plan_wait.
         if (req->request_id == 0) {
             const std::uint64_t id = new_request_id();
             req->request_id = id;
@@ -236,7 +238,7 @@ void MeshCompletionService::Impl::route(const Request& req) {
         }
         if (!req->parked) {
             logger->info("{}: {}; waiting up to {} ms for the next plan", req->api_id, why,
-                         options.resume_grace.count());
+                         std::max(options.plan_wait, options.resume_grace).count());
         }
         req->parked = why;
         req->last_heard = Clock::now();
@@ -394,11 +396,16 @@ void MeshCompletionService::Impl::check_stalled() {
         for (auto& [id, r] : requests) all.push_back(r);
     }
     const auto now = Clock::now();
+    const bool plan_expected = !all.empty() && directory.plan_expected();
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
         if (req->done) continue;
         if (req->parked) {
-            if (now - req->last_heard >= options.resume_grace && !try_resume(req)) {
+            // While a plan is being formed the request waits for it (bounded by plan_wait);
+            // otherwise only the grace for a head that heard of a new plan first.
+            const auto limit = plan_expected ? std::max(options.plan_wait, options.resume_grace)
+                                             : options.resume_grace;
+            if (now - req->last_heard >= limit && !try_resume(req)) {
                 stream_fail_locked(req, api::ErrorKind::unavailable, *req->parked);
             }
             continue;
@@ -511,11 +518,12 @@ void MeshCompletionService::on_pipeline_changed() {
         if (req->done) continue;
         if (!active && expected) {
             // Re-planning: the next plan resumes it (prompt + tokens so far), unless it takes
-            // longer than resume_grace (check_stalled).
+            // longer than plan_wait (check_stalled).
             impl_->cancel_at_head(req, "re-planning");
             if (!req->parked) {
-                impl_->logger->info("{}: {}; waiting up to {} ms for the next plan", req->api_id,
-                                    why, impl_->options.resume_grace.count());
+                impl_->logger->info(
+                    "{}: {}; waiting up to {} ms for the next plan", req->api_id, why,
+                    std::max(impl_->options.plan_wait, impl_->options.resume_grace).count());
             }
             req->parked = why;
             req->last_heard = Clock::now();

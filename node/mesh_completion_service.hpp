@@ -41,8 +41,8 @@ public:
     // "the mesh cannot hold the model: ..."): requests then get 503 at once.
     virtual std::optional<ActivePipeline> active(std::string& why) = 0;
     // True while there is no pipeline but one is being formed (the mesh is forming, or
-    // re-planning after a stage left): new requests then wait for it (up to
-    // MeshServiceOptions::resume_grace) instead of failing at once. False when the mesh cannot
+    // re-planning after a stage left): requests then wait for it (up to
+    // MeshServiceOptions::plan_wait) instead of failing at once. False when the mesh cannot
     // hold the model: that is a 503 at once.
     virtual bool plan_expected() { return false; }
 };
@@ -55,7 +55,12 @@ struct MeshServiceOptions {
     std::size_t max_pending = 1024;
     // A request its head failed with `unavailable` while no newer pipeline is known waits this
     // long for one (a head may learn of a new plan before this node does); then it fails.
+    // Zero: never wait (a single node has no other pipeline).
     std::chrono::milliseconds resume_grace{5000};
+    // A parked request waits this long while the directory says a plan is being formed: a
+    // re-plan takes the membership's dead-after (6 s by default) plus loading the new stages,
+    // which on a slow or busy machine is well past resume_grace.
+    std::chrono::milliseconds plan_wait{60000};
 };
 
 class MeshCompletionService final : public api::CompletionService {

@@ -13,4 +13,19 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
 cd build
-ctest --output-on-failure --timeout 900 -j2 "$@"
+status=0
+ctest --output-on-failure --timeout 900 -j2 "$@" || status=$?
+if [ "$status" -ne 0 ] && [ -s Testing/Temporary/LastTestsFailed.log ]; then
+  # CI keeps only the tail of the log: repeat each failed test's failures (the first lines of
+  # each, cut short) at the end.
+  echo "==== output of the failed tests (repeated from above) ===="
+  while IFS=: read -r _ name; do
+    echo "---- $name"
+    awk -v name="$name" '
+      /^[0-9]+\/[0-9]+ Test: / && substr($0, index($0, " Test: ") + 7) == name { on = 1 }
+      on { print }
+      on && /^"[^"]*" end time:/ { exit }' Testing/Temporary/LastTest.log |
+      grep -A6 -E "Failure|FAILED|what\(\)|Timeout|Exception" | cut -c1-400 | head -n 30
+  done < Testing/Temporary/LastTestsFailed.log
+fi
+exit "$status"

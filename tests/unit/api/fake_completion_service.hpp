@@ -7,7 +7,8 @@
 //   "slow"          → one token every 20 ms for up to 30 s, until cancelled
 //   "pause"         → PromptInfo, 300 ms of silence, then "ok"
 //   "tool"          → a Hermes tool call, parsed by OutputProcessor
-//   "flood"         → 16 KiB deltas as fast as possible (64 MiB in all), until cancelled
+//   "flood"         → 16 KiB deltas as fast as possible (up to 1 GiB, more than any socket
+//                     buffers hold), until cancelled
 //   "too long"      → context_length_exceeded
 //   "engine error"  → an internal (engine) error before any output
 //   "engine error later" → PromptInfo, "partial" in two deltas, then an internal error
@@ -137,7 +138,7 @@ private:
             reply = "Hello!";
         }
         if (prompt == "flood") {
-            for (int i = 0; i < 4096; ++i) {
+            for (int i = 0; i < 65536; ++i) {
                 if (cancel.cancelled()) return observed_cancel(sink);
                 Delta delta;
                 delta.content.assign(16384, 'y');

@@ -171,6 +171,13 @@ protected:
         return false;
     }
 
+    std::string log_text() {
+        std::lock_guard lock(log_mutex_);
+        std::string text;
+        for (const auto& line : log_) text += line + "\n";
+        return text;
+    }
+
     // Polls until `predicate` or 5 s.
     template <class Predicate>
     static bool eventually(Predicate predicate) {
@@ -521,7 +528,7 @@ TEST_F(HttpServerTest, SlowReaderIsDroppedNotBuffered) {
     // Read nothing: once the socket buffers are full, unread output piles up in the server
     // until the bound, then the request is cancelled.
     EXPECT_TRUE(service_.wait_cancelled(1, 10s));
-    EXPECT_TRUE(eventually([&] { return logged("abandoned=client too slow"); }));
+    EXPECT_TRUE(eventually([&] { return logged("abandoned=client too slow"); })) << log_text();
     EXPECT_TRUE(eventually([&] { return server_->active_completions() == 0; }));
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "node/remote_requests.hpp"
 #include "tests/unit/node/pipeline_harness.hpp"
 
@@ -39,10 +41,13 @@ public:
         std::lock_guard lock(mutex_);
         pipeline_ = std::move(p);
     }
+    bool plan_expected() override { return expected_; }
+    void set_expected(bool expected) { expected_ = expected; }
 
 private:
     std::mutex mutex_;
     std::optional<ActivePipeline> pipeline_;
+    std::atomic<bool> expected_{false};
 };
 
 PipelineRoute one_stage(std::uint64_t epoch) {
@@ -162,6 +167,68 @@ TEST(Origin, RequestWithoutANewPlanFailsAfterTheGrace) {
     ASSERT_TRUE(s.sink->wait(std::chrono::seconds(10)));
     ASSERT_TRUE(s.sink->error);
     EXPECT_EQ(s.sink->error->kind, api::ErrorKind::unavailable);
+}
+
+TEST(Origin, ParkedRequestOutwaitsTheGraceWhileAPlanIsBeingFormed) {
+    // A slow re-plan (membership timeouts, stage loading on a busy machine) takes longer than
+    // the grace for a head that heard first: while the mesh says a plan is coming, the request
+    // waits for it (plan_wait), then resumes with the text of an uninterrupted run.
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshServiceOptions options;
+    options.resume_grace = std::chrono::milliseconds(200);
+    options.plan_wait = std::chrono::seconds(30);
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
+                                  options);
+    auto request = completion("Once upon a time, a little girl", 100);
+    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
+
+    auto first = make_head(1, nullptr);
+    directory.set(ActivePipeline{one_stage(1), first});
+    auto whole = start(service, request);
+    ASSERT_TRUE(whole.sink->wait());
+    ASSERT_TRUE(whole.sink->final);
+
+    auto s = start(service, request);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 10; }));
+    directory.set_expected(true);
+    directory.set(std::nullopt);
+    service.on_pipeline_changed();  // re-planning: parked
+    first->stop(std::chrono::milliseconds(0));
+    // A request that arrives now is parked too.
+    auto late = start(service, completion("Once upon a time", 5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // 7× the grace
+    EXPECT_FALSE(s.sink->finished()) << "failed while a plan was still expected";
+    EXPECT_FALSE(late.sink->finished()) << "refused while a plan was still expected";
+    auto second = make_head(2, nullptr);
+    directory.set_expected(false);
+    directory.set(ActivePipeline{one_stage(2), second});
+    service.on_pipeline_changed();
+    ASSERT_TRUE(s.sink->wait());
+    ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
+    EXPECT_EQ(s.sink->content, whole.sink->content);
+    ASSERT_TRUE(late.sink->wait());
+    EXPECT_TRUE(late.sink->final) << (late.sink->error ? late.sink->error->message : "");
+    second->stop(std::chrono::milliseconds(0));
+}
+
+TEST(Origin, ParkedRequestFailsAfterPlanWait) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    directory.set_expected(true);
+    MeshServiceOptions options;
+    options.resume_grace = std::chrono::milliseconds(100);
+    options.plan_wait = std::chrono::milliseconds(400);
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
+                                  options);
+    const auto started = std::chrono::steady_clock::now();
+    auto s = start(service, completion("Hi", 3));
+    ASSERT_TRUE(s.sink->wait(std::chrono::seconds(10)));
+    ASSERT_TRUE(s.sink->error);
+    EXPECT_EQ(s.sink->error->kind, api::ErrorKind::unavailable);
+    EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(400));
 }
 
 TEST(Origin, NoPipelineIsA503WithTheReason) {

@@ -380,7 +380,9 @@ TEST(Pipeline, DrainLetsARunningRequestFinish) {
     stopper.join();
     EXPECT_TRUE(was_running) << "finished before the drain began; the test proves nothing";
     EXPECT_TRUE(running.sink->final) << (running.sink->error ? running.sink->error->message : "");
-    if (running.sink->final) EXPECT_EQ(running.sink->final->usage.completion_tokens, 60);
+    if (running.sink->final) {
+        EXPECT_EQ(running.sink->final->usage.completion_tokens, 60);
+    }
 }
 
 TEST(Pipeline, DrainDeadlineFailsWhatIsLeftWith503) {
