@@ -1,8 +1,10 @@
 #pragma once
 // A mesh of `brigade serve` processes on loopback whose membership changes while it serves: nodes
 // are killed (-9), stopped (SIGTERM), added and restarted, and the test follows the plan through
-// GET /v1/mesh. Membership timeouts are short (suspect 500 ms, dead 1500 ms) so that a crash is
-// noticed in well under two seconds; every wait is bounded.
+// GET /v1/mesh. Membership timeouts are short (suspect 1 s, dead 3 s) so that a silent node is
+// noticed within seconds (a killed one sooner: its links drop), yet long enough that a node of a
+// busy test machine that is not scheduled for a moment is not declared dead; every wait is
+// bounded.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -28,8 +30,8 @@ namespace brigade::test {
 using SteadyClock = std::chrono::steady_clock;
 
 // Membership times for these tests (the defaults are 2.5 s / 6 s).
-inline constexpr int kSuspectAfterMs = 500;
-inline constexpr int kDeadAfterMs = 1500;
+inline constexpr int kSuspectAfterMs = 1000;
+inline constexpr int kDeadAfterMs = 3000;
 
 // The demo model (4 layers, ~0.57 MB per layer, 1.5 MB embedding, tied lm_head) with --ctx 256:
 // one node needs 4.36 MB and two need 2.97 MB each, so 2.6 MB per node forces exactly three
