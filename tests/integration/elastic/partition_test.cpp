@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/elastic/disruption.hpp"
-#include "tests/integration/elastic/elastic_netns.hpp"
+#include "tests/support/netns_lan.hpp"
 
 namespace brigade::test {
 namespace {
 
 TEST(ElasticPartition, CutLinkIsACrashAndTheHealedNodeRejoins) {
-    ElasticNetns lan(4);
+    NetnsLan lan(4, "be", 78);
     if (!lan.skip_reason().empty()) GTEST_SKIP() << lan.skip_reason();
     ASSERT_TRUE(lan.ok()) << lan.error();
     const auto& ref = long_reference();

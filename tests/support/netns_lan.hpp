@@ -1,11 +1,12 @@
 #pragma once
-// N network namespaces on one bridge, for cutting a node off the others without closing its
-// connections: each namespace has a veth whose other end is enslaved to a bridge in our
-// namespace (10.78.S.1..N/24; the bridge holds 10.78.S.254, so this process reaches every
-// node's API). `cut(i)` sets node i's bridge-side veth down: its packets are silently lost,
-// exactly as with a pulled cable (no RST, no FIN); `heal(i)` sets it up again. Needs root;
-// everything built is removed at the end, also when the test fails. (A variant of the mesh_node
-// suite's NetnsLan with the link control this suite needs.)
+// N network namespaces on one bridge: a LAN on one machine for the multi-node tests. Each
+// namespace has a veth ("eth0", 10.<a>.<s>.1..N/24, default route via the bridge) whose other end
+// is enslaved to a bridge in our namespace holding 10.<a>.<s>.254, so this process reaches every
+// node's API. <s> comes from our pid, so parallel test processes do not collide; <a> and the
+// interface-name prefix tell the suites apart. `cut(i)` sets node i's bridge-side veth down: its
+// packets are silently lost, exactly as with a pulled cable (no RST, no FIN); `heal(i)` sets it
+// up again. Needs root (skips, saying why, where `ip netns add` fails); everything built is
+// removed at the end, also when the test fails.
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,14 +23,16 @@ inline int run_quiet(const std::string& command) {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-class ElasticNetns {
+class NetnsLan {
 public:
-    explicit ElasticNetns(int n) {
+    // `prefix`: two letters for the interface and namespace names (Linux allows 15 characters,
+    // so keep it short); `second_octet`: the 10.x.0.0/16 the suite uses.
+    NetnsLan(int n, const std::string& prefix, int second_octet) {
         const int tag = static_cast<int>(::getpid() % 100000);
-        subnet_ = "10.78." + std::to_string(20 + tag % 200);
-        tag_ = std::to_string(tag);
-        bridge_ = "bebr" + tag_;
-        for (int i = 1; i <= n; ++i) names_.push_back("bens" + tag_ + "-" + std::to_string(i));
+        subnet_ = "10." + std::to_string(second_octet) + "." + std::to_string(20 + tag % 200);
+        tag_ = prefix + std::to_string(tag);
+        bridge_ = tag_ + "br";
+        for (int i = 1; i <= n; ++i) names_.push_back(tag_ + "ns" + std::to_string(i));
         if (run_quiet("ip netns add " + names_[0]) != 0) {
             skip_ = "cannot create a network namespace (`ip netns add` failed: not root?)";
             names_.clear();
@@ -38,15 +41,15 @@ public:
         created_ns_ = 1;
         ok_ = build();
     }
-    ~ElasticNetns() {
+    ~NetnsLan() {
         for (int i = 0; i < created_ns_; ++i) {
             run_quiet("ip netns del " + names_[static_cast<std::size_t>(i)]);
         }
         for (std::size_t i = 0; i < names_.size(); ++i) run_quiet("ip link del " + host_veth(i));
         run_quiet("ip link del " + bridge_);
     }
-    ElasticNetns(const ElasticNetns&) = delete;
-    ElasticNetns& operator=(const ElasticNetns&) = delete;
+    NetnsLan(const NetnsLan&) = delete;
+    NetnsLan& operator=(const NetnsLan&) = delete;
 
     const std::string& skip_reason() const { return skip_; }
     bool ok() const { return ok_; }
@@ -58,9 +61,7 @@ public:
     bool heal(std::size_t i) { return run("ip link set " + host_veth(i) + " up"); }
 
 private:
-    std::string host_veth(std::size_t i) const {
-        return "beh" + tag_ + "-" + std::to_string(i + 1);
-    }
+    std::string host_veth(std::size_t i) const { return tag_ + "h" + std::to_string(i + 1); }
     bool run(const std::string& command) {
         if (run_quiet(command) == 0) return true;
         error_ = "failed: " + command;
@@ -71,12 +72,13 @@ private:
             if (!run("ip netns add " + names_[i])) return false;
             ++created_ns_;
         }
+        // Snooping off: with no multicast querier on this bridge, beacons must simply flood.
         if (!run("ip link add " + bridge_ + " type bridge mcast_snooping 0") ||
             !run("ip addr add " + subnet_ + ".254/24 dev " + bridge_) ||
             !run("ip link set " + bridge_ + " up")) {
             return false;
         }
-        const std::string tmp = "bet" + tag_;
+        const std::string tmp = tag_ + "t";
         for (std::size_t i = 0; i < names_.size(); ++i) {
             const auto in_ns = "ip netns exec " + names_[i] + " ";
             if (!run("ip link add " + host_veth(i) + " type veth peer name " + tmp) ||
