@@ -82,7 +82,8 @@ HttpReply http_post(const node::HttpUrl& url, const std::string& path, const nlo
 }
 
 StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohmann::json body,
-                        Millis timeout, const std::function<void(std::size_t)>& on_text) {
+                        Millis timeout, const std::function<void(std::size_t)>& on_text,
+                        const std::function<bool(const StreamReply&)>& keep_reading) {
     body["stream"] = true;
     node::HttpRequest req;
     req.method = "POST";
@@ -134,7 +135,7 @@ StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohm
                 s.finish_reason = c["finish_reason"].get<std::string>();
             }
         }
-        return true;
+        return !keep_reading || keep_reading(s);
     };
     s.started = start;
     auto resp = node::http_request(url, req);

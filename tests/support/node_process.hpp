@@ -64,10 +64,12 @@ HttpReply http_get(const node::HttpUrl& url, const std::string& path,
 HttpReply http_post(const node::HttpUrl& url, const std::string& path, const nlohmann::json& body,
                     Millis timeout = Millis(120'000));
 // `on_text(n)`, if set, runs on the client thread when the n-th chunk carrying text arrives
-// (n from 1), so a test can act at an exact point of the generation.
+// (n from 1), so a test can act at an exact point of the generation. `keep_reading(so_far)`,
+// if set, runs after each piece of the body; false hangs up (a client that goes away).
 StreamReply http_stream(const node::HttpUrl& url, const std::string& path, nlohmann::json body,
                         Millis timeout = Millis(120'000),
-                        const std::function<void(std::size_t)>& on_text = {});
+                        const std::function<void(std::size_t)>& on_text = {},
+                        const std::function<bool(const StreamReply&)>& keep_reading = {});
 
 // `brigade args...` with extra environment variables (e.g. BRIGADE_HOME), as run_brigade.
 CommandResult run_brigade_env(const std::vector<std::string>& args,

@@ -171,7 +171,7 @@ TEST_F(ServeChat, ConcurrentStreamsAreNotMixed) {
         ASSERT_EQ(r.status, 200) << r.body;
         solo.push_back(r.json["choices"][0]["message"]["content"]);
     }
-    std::vector<ServeProcess::Stream> got(users.size());
+    std::vector<StreamReply> got(users.size());
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < users.size(); ++i) {
         threads.emplace_back(
@@ -251,9 +251,8 @@ TEST_F(ServeChat, Logprobs) {
 TEST_F(ServeChat, ClientDisconnectFreesTheSlot) {
     auto body = chat_body("Tell me a very long story.", 400);
     body["logit_bias"] = {{"1", -100}};
-    auto s = server_->stream("/v1/chat/completions", body, [](const ServeProcess::Stream& so_far) {
-        return so_far.chunks.size() < 3;
-    });
+    auto s = server_->stream("/v1/chat/completions", body,
+                             [](const StreamReply& so_far) { return so_far.chunks.size() < 3; });
     EXPECT_FALSE(s.done);
     // The log says the generation was cancelled well before its 400 tokens.
     bool cancelled = false;

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/sse.hpp"
 #include "node/http_client.hpp"
+#include "tests/support/node_process.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace brigade::test {
@@ -145,60 +145,11 @@ public:
         return r;
     }
 
-    struct Stream {
-        int status = 0;
-        std::vector<nlohmann::json> chunks;  // parsed `data:` events other than [DONE]
-        bool done = false;                   // saw [DONE]
-        std::string content;                 // concatenated delta.content / text
-        std::string finish_reason;
-        std::string error_body;
-    };
-    // A streaming request; `keep_reading(chunks so far)` returning false hangs up.
-    Stream stream(const std::string& path, nlohmann::json body,
-                  const std::function<bool(const Stream&)>& keep_reading = {}) const {
-        body["stream"] = true;
-        node::HttpRequest req;
-        req.method = "POST";
-        req.target = path;
-        req.body = body.dump();
-        req.headers.emplace_back("Content-Type", "application/json");
-        Stream s;
-        api::SseParser parser;
-        std::vector<api::SseMessage> events;
-        req.on_head = [&](const node::HttpResponse& h) { s.status = h.status; };
-        req.on_body = [&](std::string_view bytes) {
-            if (s.status != 200) {
-                s.error_body.append(bytes);
-                return true;
-            }
-            events.clear();
-            parser.feed(bytes, events);
-            for (const auto& e : events) {
-                if (e.comment) continue;
-                if (e.data == "[DONE]") {
-                    s.done = true;
-                    continue;
-                }
-                auto j = nlohmann::json::parse(e.data, nullptr, false);
-                s.chunks.push_back(j);
-                if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) continue;
-                const auto& c = j["choices"][0];
-                if (c.contains("delta") && c["delta"].contains("content") &&
-                    c["delta"]["content"].is_string()) {
-                    s.content += c["delta"]["content"].get<std::string>();
-                }
-                if (c.contains("text") && c["text"].is_string()) {
-                    s.content += c["text"].get<std::string>();
-                }
-                if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
-                    s.finish_reason = c["finish_reason"].get<std::string>();
-                }
-            }
-            return !keep_reading || keep_reading(s);
-        };
-        auto resp = node::http_request(url_, req);
-        if (!resp) s.error_body = resp.error().message;
-        return s;
+    // A streaming request, read by the harness's one SSE reader (tests/support/node_process).
+    // `keep_reading(so_far)` returning false hangs up.
+    StreamReply stream(const std::string& path, nlohmann::json body,
+                       const std::function<bool(const StreamReply&)>& keep_reading = {}) const {
+        return http_stream(url_, path, std::move(body), Millis(120'000), {}, keep_reading);
     }
 
 private:

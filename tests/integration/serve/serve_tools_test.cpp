@@ -67,7 +67,7 @@ struct StreamedCall {
     std::string id, name, arguments;
     int fragments = 0;
 };
-std::map<int, StreamedCall> assemble_calls(const ServeProcess::Stream& s) {
+std::map<int, StreamedCall> assemble_calls(const StreamReply& s) {
     std::map<int, StreamedCall> calls;
     for (const auto& chunk : s.chunks) {
         if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
