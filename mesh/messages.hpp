@@ -12,7 +12,9 @@
 namespace brigade::mesh {
 
 inline constexpr std::uint16_t kProtocolMajor = 1;
-inline constexpr std::uint16_t kProtocolMinor = 0;
+// Minor 1: KvPrefix frames (multi-stage prefix reuse). A node of minor 0 closes a link that
+// carries one, so every node of a pipeline must run minor >= 1.
+inline constexpr std::uint16_t kProtocolMinor = 1;
 
 // Capability bits a node announces in Hello; a link uses the AND of both sides.
 enum Capability : std::uint64_t {
@@ -38,8 +40,9 @@ enum class MsgType : std::uint16_t {
     kError = 13,
     kBye = 14,
     kRequestUpdate = 15,
+    kKvPrefix = 16,
 };
-inline constexpr std::uint16_t kMaxMsgType = 15;
+inline constexpr std::uint16_t kMaxMsgType = 16;
 
 // First frame each way on every link. `node_id` must match the identity the handshake proved.
 struct Hello {
@@ -246,6 +249,30 @@ struct Cancel {
     bool operator==(const Cancel&) const = default;
 };
 
+// Head → the other stages, along the pipeline (in order with the activations): what to do with
+// cached prompt prefixes, so that a request whose prompt starts like an earlier one computes only
+// the rest on every stage. Entry ids are chosen by the head and never equal a request id.
+enum class KvPrefixOp : std::uint8_t {
+    // Request `request_id` ended: keep its first `n_tokens` positions as entry `entry_id`
+    // (instead of freeing them, as a Cancel would).
+    kKeep = 1,
+    // Before the first rows of new request `request_id`: its KV starts as a copy of the first
+    // `n_tokens` positions of entry `entry_id`.
+    kReuse = 2,
+    // Entry `entry_id` was evicted: free it (`request_id` and `n_tokens` are 0).
+    kDrop = 3,
+};
+inline constexpr std::uint8_t kMaxKvPrefixOp = 3;
+
+struct KvPrefix {
+    std::uint64_t epoch = 0;  // plan epoch; a stage ignores other plans' entries
+    KvPrefixOp op = KvPrefixOp::kDrop;
+    std::uint64_t request_id = 0;
+    std::uint64_t entry_id = 0;
+    std::uint32_t n_tokens = 0;
+    bool operator==(const KvPrefix&) const = default;
+};
+
 struct ErrorFrame {
     std::uint32_t code = 0;        // for a request: node/'s error kind (status class), else 0
     std::uint64_t request_id = 0;  // 0: about the link, not a request
@@ -263,7 +290,7 @@ struct Bye {
 
 using Message = std::variant<Hello, Heartbeat, PeerList, CapacityReport, PlanPropose, PlanAck,
                              PlanCommit, PlanAbort, RequestFrame, ActivationFrame, TokenFrame,
-                             Cancel, ErrorFrame, Bye, RequestUpdate>;
+                             Cancel, ErrorFrame, Bye, RequestUpdate, KvPrefix>;
 
 MsgType message_type(const Message& m);
 const char* msg_type_name(MsgType t);

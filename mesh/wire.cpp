@@ -150,6 +150,13 @@ void encode_body(ByteWriter& w, const Cancel& m) {
     w.u64(m.request_id);
     w.str(m.reason);
 }
+void encode_body(ByteWriter& w, const KvPrefix& m) {
+    w.u64(m.epoch);
+    w.u8(static_cast<std::uint8_t>(m.op));
+    w.u64(m.request_id);
+    w.u64(m.entry_id);
+    w.u32(m.n_tokens);
+}
 void encode_body(ByteWriter& w, const ErrorFrame& m) {
     w.u32(m.code);
     w.u64(m.request_id);
@@ -393,6 +400,22 @@ Result<Message> decode_cancel(ByteReader& r) {
     if (!r.ok()) return bad(MsgType::kCancel, "truncated or oversized field");
     return Message{std::move(m)};
 }
+Result<Message> decode_kv_prefix(ByteReader& r) {
+    KvPrefix m;
+    m.epoch = r.u64();
+    const std::uint8_t op = r.u8();
+    m.request_id = r.u64();
+    m.entry_id = r.u64();
+    m.n_tokens = r.u32();
+    if (!r.ok()) return bad(MsgType::kKvPrefix, "truncated");
+    if (op == 0 || op > kMaxKvPrefixOp) return bad(MsgType::kKvPrefix, "unknown operation");
+    m.op = static_cast<KvPrefixOp>(op);
+    if (m.entry_id == 0) return bad(MsgType::kKvPrefix, "entry id 0");
+    if ((m.request_id == 0) != (m.op == KvPrefixOp::kDrop)) {
+        return bad(MsgType::kKvPrefix, "a request id belongs to keep and reuse only");
+    }
+    return Message{std::move(m)};
+}
 Result<Message> decode_error(ByteReader& r) {
     ErrorFrame m;
     m.code = r.u32();
@@ -452,6 +475,8 @@ const char* msg_type_name(MsgType t) {
             return "Bye";
         case MsgType::kRequestUpdate:
             return "RequestUpdate";
+        case MsgType::kKvPrefix:
+            return "KvPrefix";
     }
     return "?";
 }
@@ -521,6 +546,8 @@ Result<Message> decode_body(MsgType type, ByteSpan body, const WireLimits& limit
             return decode_bye(r);
         case MsgType::kRequestUpdate:
             return decode_request_update(r);
+        case MsgType::kKvPrefix:
+            return decode_kv_prefix(r);
     }
     return make_error(errc::unknown_type,
                       "frame type " + std::to_string(static_cast<unsigned>(type)) + " is unknown");

@@ -151,6 +151,22 @@ Result<void> KvCache::copy_prefix(std::uint64_t src, std::uint64_t dst, std::int
     return {};
 }
 
+Result<void> KvCache::rename(std::uint64_t src, std::uint64_t dst, std::int64_t n) {
+    auto it = seqs_.find(src);
+    if (it == seqs_.end() || n < 0 || n > it->second.length) {
+        return make_error(errc::out_of_range, "cannot keep " + std::to_string(n) +
+                                                  " positions of sequence " + std::to_string(src) +
+                                                  ": it has " + std::to_string(length(src)));
+    }
+    if (src == dst) return truncate(dst, n);
+    auto node = seqs_.extract(it);
+    node.key() = dst;
+    node.mapped().length = n;
+    seqs_.erase(dst);
+    seqs_.insert(std::move(node));
+    return {};
+}
+
 void KvCache::release(std::uint64_t seq_id) { seqs_.erase(seq_id); }
 
 }  // namespace brigade::model

@@ -51,6 +51,9 @@ public:
     // Makes `dst` hold a copy of the first `n` positions of `src` (prefix reuse: both sequences
     // continue independently). Any previous content of `dst` is replaced.
     Result<void> copy_prefix(std::uint64_t src, std::uint64_t dst, std::int64_t n);
+    // Gives sequence `src` the id `dst` (no copy), keeping its first `n` positions; any previous
+    // `dst` is dropped. Errors (nothing changes) when `src` is unknown or holds fewer than n.
+    Result<void> rename(std::uint64_t src, std::uint64_t dst, std::int64_t n);
     // Drops a sequence and frees its memory.
     void release(std::uint64_t seq_id);
 

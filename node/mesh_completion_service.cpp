@@ -160,7 +160,7 @@ void MeshCompletionService::Impl::run() {
 std::uint64_t MeshCompletionService::Impl::new_request_id() {
     std::lock_guard lock(mutex);
     for (;;) {
-        const std::uint64_t id = rng();
+        const std::uint64_t id = rng() & ~kPrefixEntryBit;
         if (id != 0 && requests.count(id) == 0) return id;
     }
 }

@@ -72,7 +72,7 @@ void MeshRuntime::Impl::on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Me
                 }
                 host->on_pipeline_frame(from, std::move(message));
             } else {
-                // ActivationFrame, TokenFrame, Cancel, ErrorFrame, RequestUpdate.
+                // ActivationFrame, TokenFrame, Cancel, ErrorFrame, RequestUpdate, KvPrefix.
                 if constexpr (std::is_same_v<T, mesh::ErrorFrame>) {
                     if (m.request_id == 0) {
                         logger->warn("mesh peer {} reports: {}", from.short_string(), m.message);

@@ -180,6 +180,7 @@ constexpr std::size_t kMaxHeld = 4096;
 std::uint64_t routed_epoch(const mesh::Message& m) {
     if (const auto* r = std::get_if<mesh::RequestFrame>(&m)) return r->epoch;
     if (const auto* a = std::get_if<mesh::ActivationFrame>(&m)) return a->epoch;
+    if (const auto* k = std::get_if<mesh::KvPrefix>(&m)) return k->epoch;  // with activations
     return 0;
 }
 
@@ -242,6 +243,8 @@ void ModelPipelineHost::dispatch(const mesh::NodeId& from, mesh::Message message
             logger_->debug("activation frame (epoch {}) from {} but this node runs no stage",
                            activation->epoch, from.short_string());
         }
+    } else if (auto* prefix = std::get_if<mesh::KvPrefix>(&message)) {
+        if (part.worker) part.worker->on_kv_prefix(std::move(*prefix));
     } else if (auto* cancel = std::get_if<mesh::Cancel>(&message)) {
         if (part.head) part.head->cancel(cancel->request_id);
         if (part.worker) part.worker->release(cancel->request_id);

@@ -29,8 +29,9 @@ struct HeadSequence {
     std::int64_t n_input = 0;               // tokens given at admission (prompt + resumed)
     std::int64_t n_computed = 0;            // positions in this stage's KV
     std::int64_t n_cached = 0;
-    std::optional<TokenSampler> sampler;  // one stage: sampled here
-    bool in_flight = false;               // waiting for the tail's token
+    std::optional<std::uint64_t> reused_entry;  // the prefix cache entry its KV started from
+    std::optional<TokenSampler> sampler;        // one stage: sampled here
+    bool in_flight = false;                     // waiting for the tail's token
     bool setup_sent = false;
     Clock::time_point in_flight_since;
 
@@ -51,6 +52,10 @@ std::string label(const HeadSequence& s) {
     return s.log_id.empty() ? std::to_string(s.request_id) : s.log_id;
 }
 
+// The id the other stages keep a cached prefix under: the head's KV id with the top bit set,
+// which no request id has (submit refuses those), so entries and requests never clash there.
+std::uint64_t entry_id_of(std::uint64_t kv_id) { return kPrefixEntryBit | kv_id; }
+
 }  // namespace
 
 struct PipelineHead::Impl {
@@ -64,9 +69,9 @@ struct PipelineHead::Impl {
           logger(std::move(logger)),
           texts(model.tokenizer),
           n_stages(owner.route_.stages.size()) {
-        if (n_stages == 1) {
-            prefix_cache.emplace(resources->stage->kv_cache(), options.prefix_cache_bytes);
-        }
+        // Several stages: the head's cache decides, the others mirror it (KvPrefix frames).
+        prefix_cache.emplace(resources->stage->kv_cache(), options.prefix_cache_bytes,
+                             [this](std::uint64_t kv_id) { tell_stages_drop(kv_id); });
     }
 
     PipelineHead& owner;
@@ -96,7 +101,10 @@ struct PipelineHead::Impl {
     std::thread thread;
 
     // Compute thread only.
-    std::optional<PrefixCache> prefix_cache;  // one-stage plans only
+    // False once the head stops: the other stages' KV goes with their plan. (Declared before
+    // prefix_cache, whose destructor reads it.)
+    bool stages_listen = true;
+    std::optional<PrefixCache> prefix_cache;
     std::list<HeadSequence> active;
     std::unordered_map<std::uint64_t, std::list<HeadSequence>::iterator> by_id;
     std::uint64_t next_kv_id = 1;
@@ -116,6 +124,9 @@ struct PipelineHead::Impl {
     void deliver(std::list<HeadSequence>::iterator it, mesh::SampledTokenInfo token);
     void fail(std::list<HeadSequence>::iterator it, api::ErrorKind kind, const std::string& why);
     void retire(std::list<HeadSequence>::iterator it, bool keep_kv);
+    void send_prefix_op(mesh::KvPrefixOp op, std::uint64_t request_id, std::uint64_t kv_id,
+                        std::int64_t n_tokens);
+    void tell_stages_drop(std::uint64_t kv_id);
     void check_timeouts();
     void update_mirrors(double step_us, std::size_t rows);
 };
@@ -144,6 +155,7 @@ PipelineHead::Submitted PipelineHead::submit(HeadRequest request,
     for (auto id : request.tokens) {
         if (id < 0 || id >= m.vocab_size) return Submitted::invalid;
     }
+    if ((request.request_id & kPrefixEntryBit) != 0) return Submitted::invalid;
     {
         std::lock_guard lock(impl_->mutex);
         if (impl_->stopping) return Submitted::stopping;
@@ -329,6 +341,7 @@ void PipelineHead::Impl::run() {
                 fail(active.begin(), api::ErrorKind::unavailable,
                      "the pipeline head stopped before the request finished");
             }
+            stages_listen = false;
             if (prefix_cache) prefix_cache->clear();
             update_mirrors(0, 0);
             return;
@@ -372,6 +385,11 @@ void PipelineHead::Impl::admit(Submission sub) {
             if (kv.copy_prefix(match->seq_id, seq.kv_id, match->n_tokens)) {
                 seq.n_cached = std::min(match->n_tokens, seq.setup.n_prompt);
                 seq.n_computed = match->n_tokens;
+                seq.reused_entry = match->seq_id;
+                // Ahead of the request's first activations on the same link: every stage
+                // starts its KV from the same entry.
+                send_prefix_op(mesh::KvPrefixOp::kReuse, seq.request_id, match->seq_id,
+                               match->n_tokens);
             } else {
                 kv.release(seq.kv_id);
             }
@@ -508,6 +526,8 @@ void PipelineHead::Impl::on_error(const StageError& e) {
     if (found == by_id.end()) return;
     logger->warn("{}: stage {} failed it: {}", label(*found->second), e.from.short_string(),
                  e.error.message);
+    // Whatever went wrong there, the next request with this prompt computes it afresh.
+    if (const auto entry = found->second->reused_entry) prefix_cache->erase(*entry);
     fail(found->second, error_kind_of(e.error.code), e.error.message);
 }
 
@@ -536,15 +556,19 @@ void PipelineHead::Impl::fail(std::list<HeadSequence>::iterator it, api::ErrorKi
 void PipelineHead::Impl::retire(std::list<HeadSequence>::iterator it, bool keep_kv) {
     auto& kv = resources->stage->kv_cache();
     const std::int64_t n = kv.length(it->kv_id);
-    if (keep_kv && prefix_cache && n > 0) {
+    const bool keep = keep_kv && prefix_cache && n > 0;
+    if (keep) {
+        // The other stages keep their share first (the insert may evict, which tells them to
+        // drop entries, this one included: those frames must come after the keep).
+        send_prefix_op(mesh::KvPrefixOp::kKeep, it->request_id, it->kv_id, n);
         const auto& t = it->tokens;
         prefix_cache->insert(it->kv_id, std::vector<std::int32_t>(t.begin(), t.begin() + n));
     } else {
         kv.release(it->kv_id);
-    }
-    if (n_stages > 1 && sender != nullptr) {
-        // Along the pipeline, behind this request's last activations.
-        sender->send(owner.route_.stages[1].node, mesh::Cancel{it->request_id, "ended"});
+        if (n_stages > 1 && sender != nullptr) {
+            // Along the pipeline, behind this request's last activations.
+            sender->send(owner.route_.stages[1].node, mesh::Cancel{it->request_id, "ended"});
+        }
     }
     {
         std::lock_guard lock(mutex);
@@ -552,6 +576,22 @@ void PipelineHead::Impl::retire(std::list<HeadSequence>::iterator it, bool keep_
     }
     by_id.erase(it->request_id);
     active.erase(it);
+}
+
+void PipelineHead::Impl::send_prefix_op(mesh::KvPrefixOp op, std::uint64_t request_id,
+                                        std::uint64_t kv_id, std::int64_t n_tokens) {
+    if (n_stages == 1 || sender == nullptr || !stages_listen) return;
+    mesh::KvPrefix m;
+    m.epoch = owner.route_.epoch;
+    m.op = op;
+    m.request_id = request_id;
+    m.entry_id = entry_id_of(kv_id);
+    m.n_tokens = static_cast<std::uint32_t>(n_tokens);
+    sender->send(owner.route_.stages[1].node, m);
+}
+
+void PipelineHead::Impl::tell_stages_drop(std::uint64_t kv_id) {
+    send_prefix_op(mesh::KvPrefixOp::kDrop, 0, kv_id, 0);
 }
 
 }  // namespace brigade::node

@@ -28,6 +28,10 @@
 
 namespace brigade::node {
 
+// Request ids never have this bit set (origins do not draw such ids, heads refuse them): the
+// stages keep cached prompt prefixes under ids that do (mesh/PROTOCOL.md, KvPrefix).
+inline constexpr std::uint64_t kPrefixEntryBit = std::uint64_t{1} << 63;
+
 // Sends frames to other nodes over the mesh's encrypted links. Implemented by the mesh runtime.
 // Thread-safe and non-blocking (compute threads call it; the frame is queued to the link's I/O
 // thread). A frame to a node without a link is dropped and logged at debug level: a lost peer is

@@ -31,14 +31,14 @@ void PrefixCache::insert(std::uint64_t seq_id, std::vector<std::int32_t> tokens)
     e.bytes = kv_.bytes_per_position() * tokens.size();
     e.tokens = std::move(tokens);
     if (e.bytes > max_bytes_ || e.tokens.empty()) {
-        kv_.release(seq_id);
+        release(seq_id);
         return;
     }
     // A newer entry that extends an older one makes the older one useless.
     for (auto it = entries_.begin(); it != entries_.end();) {
         if (it->tokens.size() <= e.tokens.size() &&
             std::equal(it->tokens.begin(), it->tokens.end(), e.tokens.begin())) {
-            kv_.release(it->seq_id);
+            release(it->seq_id);
             bytes_ -= it->bytes;
             it = entries_.erase(it);
         } else {
@@ -52,12 +52,26 @@ void PrefixCache::insert(std::uint64_t seq_id, std::vector<std::int32_t> tokens)
 
 void PrefixCache::evict_to(std::uint64_t budget) {
     while (!entries_.empty() && bytes_ > budget) {
-        kv_.release(entries_.back().seq_id);
+        release(entries_.back().seq_id);
         bytes_ -= entries_.back().bytes;
         entries_.pop_back();
     }
 }
 
+void PrefixCache::erase(std::uint64_t seq_id) {
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Entry& e) { return e.seq_id == seq_id; });
+    if (it == entries_.end()) return;
+    release(it->seq_id);
+    bytes_ -= it->bytes;
+    entries_.erase(it);
+}
+
 void PrefixCache::clear() { evict_to(0); }
+
+void PrefixCache::release(std::uint64_t seq_id) {
+    kv_.release(seq_id);
+    if (on_release_) on_release_(seq_id);
+}
 
 }  // namespace brigade::node

@@ -8,6 +8,7 @@
 // the compute thread.
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <optional>
 #include <span>
@@ -19,7 +20,12 @@ namespace brigade::node {
 
 class PrefixCache {
 public:
-    PrefixCache(model::KvCache& kv, std::uint64_t max_bytes) : kv_(kv), max_bytes_(max_bytes) {}
+    // `on_release(seq_id)`, if set, runs whenever the cache frees one of its sequences
+    // (evicted, replaced by a longer one, cleared, or refused at insert): with several stages
+    // the head tells the others to free their share.
+    PrefixCache(model::KvCache& kv, std::uint64_t max_bytes,
+                std::function<void(std::uint64_t)> on_release = {})
+        : kv_(kv), max_bytes_(max_bytes), on_release_(std::move(on_release)) {}
     ~PrefixCache() { clear(); }
     PrefixCache(const PrefixCache&) = delete;
     PrefixCache& operator=(const PrefixCache&) = delete;
@@ -36,6 +42,8 @@ public:
     // Evicts old entries to stay within the budget (possibly this one at once).
     void insert(std::uint64_t seq_id, std::vector<std::int32_t> tokens);
 
+    // Frees entry `seq_id` (nothing when there is none).
+    void erase(std::uint64_t seq_id);
     void clear();
     std::size_t n_entries() const { return entries_.size(); }
     std::uint64_t bytes() const { return bytes_; }
@@ -47,9 +55,11 @@ private:
         std::uint64_t bytes = 0;
     };
     void evict_to(std::uint64_t budget);
+    void release(std::uint64_t seq_id);
 
     model::KvCache& kv_;
     std::uint64_t max_bytes_;
+    std::function<void(std::uint64_t)> on_release_;
     std::uint64_t bytes_ = 0;
     std::list<Entry> entries_;  // most recently used first
 };

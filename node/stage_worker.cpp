@@ -1,5 +1,6 @@
 #include "node/stage_worker.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -19,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 struct Release {
     std::uint64_t request_id = 0;
 };
-using WorkItem = std::variant<mesh::ActivationFrame, Release>;
+using WorkItem = std::variant<mesh::ActivationFrame, Release, mesh::KvPrefix>;
 
 }  // namespace
 
@@ -64,6 +65,11 @@ struct StageWorker::Impl {
 
     // Compute thread only.
     std::unordered_map<std::uint64_t, TokenSampler> samplers;  // tail
+    // Tail: token ids of what the KV holds, for requests that finished (until the head keeps or
+    // frees them), for cached prefix entries, and for new requests that start from an entry
+    // (the history their sampler starts with).
+    std::unordered_map<std::uint64_t, std::vector<std::int32_t>> ended_history, entry_tokens,
+        reused_history;
     std::vector<float> hidden_in, compact;
     std::vector<model::SequenceBatchEntry> batch;
     std::vector<std::size_t> kept;  // frame entry index of each batch entry
@@ -72,6 +78,7 @@ struct StageWorker::Impl {
     bool merge_into(mesh::ActivationFrame& into, mesh::ActivationFrame& from) const;
     void process(mesh::ActivationFrame& frame);
     void release(std::uint64_t request_id, bool forward);
+    void apply(const mesh::KvPrefix& op);
     void fail_entry(const mesh::ActivationFrame& frame, const mesh::ActivationEntry& e,
                     const std::string& why);
     std::string check_entry(const mesh::ActivationEntry& e);
@@ -102,6 +109,15 @@ void StageWorker::release(std::uint64_t request_id) {
         std::lock_guard lock(impl_->mutex);
         if (impl_->stopping) return;
         impl_->queue.emplace_back(Release{request_id});
+    }
+    impl_->wake.notify_one();
+}
+
+void StageWorker::on_kv_prefix(mesh::KvPrefix op) {
+    {
+        std::lock_guard lock(impl_->mutex);
+        if (impl_->stopping) return;
+        impl_->queue.emplace_back(std::move(op));
     }
     impl_->wake.notify_one();
 }
@@ -147,6 +163,9 @@ void StageWorker::Impl::run() {
         }
         if (auto* frame = std::get_if<mesh::ActivationFrame>(&item)) {
             process(*frame);
+        } else if (auto* op = std::get_if<mesh::KvPrefix>(&item)) {
+            apply(*op);
+            update_mirrors(0, 0);
         } else {
             release(std::get<Release>(item).request_id, /*forward=*/true);
             update_mirrors(0, 0);
@@ -196,7 +215,67 @@ void StageWorker::Impl::update_mirrors(double step_us, std::size_t rows) {
 void StageWorker::Impl::release(std::uint64_t request_id, bool forward) {
     resources->stage->kv_cache().release(request_id);
     samplers.erase(request_id);
+    ended_history.erase(request_id);
+    reused_history.erase(request_id);
     if (forward && next) sender.send(*next, mesh::Cancel{request_id, "ended"});
+}
+
+void StageWorker::Impl::apply(const mesh::KvPrefix& op) {
+    if (op.epoch != owner.route_.epoch) return;  // entries live as long as their plan
+    auto& kv = resources->stage->kv_cache();
+    const auto n = static_cast<std::int64_t>(op.n_tokens);
+    switch (op.op) {
+        case mesh::KvPrefixOp::kKeep: {
+            // The head keeps what its own KV holds; this stage ran the same rows. Should the
+            // counts disagree (a bug), the entry is simply not kept here and a later reuse of
+            // it fails that request with a clear error.
+            if (auto r = kv.rename(op.request_id, op.entry_id, n); !r) {
+                logger->warn("{}: cannot keep request {} as a cached prefix: {}", name,
+                             op.request_id, r.error().message);
+                kv.release(op.request_id);
+            } else if (is_tail) {
+                auto history = std::move(ended_history[op.request_id]);
+                if (auto s = samplers.find(op.request_id); s != samplers.end()) {
+                    history = s->second.history();
+                }
+                history.resize(std::min(history.size(), static_cast<std::size_t>(n)));
+                entry_tokens[op.entry_id] = std::move(history);
+            }
+            samplers.erase(op.request_id);
+            ended_history.erase(op.request_id);
+            break;
+        }
+        case mesh::KvPrefixOp::kReuse: {
+            std::string why;
+            if (auto r = kv.copy_prefix(op.entry_id, op.request_id, n); !r) {
+                why = r.error().message;
+            } else if (is_tail) {
+                auto t = entry_tokens.find(op.entry_id);
+                if (t == entry_tokens.end() || t->second.size() < static_cast<std::size_t>(n)) {
+                    why = "no token history for cached prefix " + std::to_string(op.entry_id);
+                } else {
+                    reused_history[op.request_id].assign(t->second.begin(), t->second.begin() + n);
+                }
+            }
+            if (!why.empty()) {
+                const std::string message = name + " cannot start request " +
+                                            std::to_string(op.request_id) +
+                                            " from a cached prefix: " + why;
+                logger->warn("{}", message);
+                kv.release(op.request_id);
+                reused_history.erase(op.request_id);
+                sender.send(owner.route_.head(),
+                            mesh::ErrorFrame{error_code_of(api::ErrorKind::internal), op.request_id,
+                                             message});
+            }
+            break;
+        }
+        case mesh::KvPrefixOp::kDrop:
+            kv.release(op.entry_id);
+            entry_tokens.erase(op.entry_id);
+            break;
+    }
+    if (next) sender.send(*next, op);
 }
 
 void StageWorker::Impl::fail_entry(const mesh::ActivationFrame& frame,
@@ -226,8 +305,22 @@ std::string StageWorker::Impl::check_entry(const mesh::ActivationEntry& e) {
         if (e.setup.empty()) return "no generation setup for a new request";
         auto setup = decode_generation_setup(e.setup);
         if (!setup) return setup.error().message;
-        if (e.pos0 != 0) return "a new request must start at position 0";
-        samplers.try_emplace(e.request_id, e.request_id, std::move(*setup), model, texts);
+        // A new request starts at position 0, or right after the cached prefix it reuses
+        // (whose token ids the sampler's history starts with).
+        std::vector<std::int32_t> history;
+        if (auto r = reused_history.find(e.request_id); r != reused_history.end()) {
+            history = std::move(r->second);
+            reused_history.erase(r);
+        }
+        if (static_cast<std::size_t>(e.pos0) != history.size()) {
+            return "a new request must start at position 0 or after its cached prefix";
+        }
+        auto [it, added] =
+            samplers.try_emplace(e.request_id, e.request_id, std::move(*setup), model, texts);
+        if (!history.empty() && !it->second.observe(0, history)) {
+            samplers.erase(it);
+            return "the cached prefix does not fit the sampler";
+        }
     }
     return {};
 }
@@ -328,7 +421,12 @@ void StageWorker::Impl::process(mesh::ActivationFrame& frame) {
             auto t = sampler.sample(out->last_row(k, batch[k]));
             const bool finished = t.finish != mesh::TokenFinish::kContinue;
             tokens.tokens.push_back(std::move(t));
-            if (finished) release(e.request_id, /*forward=*/false);
+            if (finished) {
+                // The KV stays until the head keeps it as a cached prefix or frees it (its
+                // KvPrefix or Cancel follows); the sampler is done, its history is kept.
+                ended_history[e.request_id] = sampler.history();
+                samplers.erase(e.request_id);
+            }
         }
         if (!tokens.tokens.empty()) sender.send(route.head(), std::move(tokens));
     }

@@ -35,11 +35,15 @@ public:
     // queued before it; the Cancel is then forwarded to the next stage, so that it never
     // overtakes that request's last activations.
     void release(std::uint64_t request_id);
+    // Thread-safe: a prefix-cache operation of the head (keep a finished request's KV as an
+    // entry, start a new request from an entry, drop an entry), applied in order with the
+    // frames queued before it and then forwarded to the next stage.
+    void on_kv_prefix(mesh::KvPrefix op);
     void stop();
 
     const PipelineRoute& route() const { return route_; }
     StageTimings timings() const;
-    // Requests holding KV on this stage (tests, /v1/mesh).
+    // KV sequences on this stage: running requests and cached prefixes (tests, /v1/mesh).
     std::size_t n_kv_sequences() const;
 
 private:

@@ -129,6 +129,30 @@ TEST_F(DemoThreeStagesF32, ChatStreamAtNonHeadEqualsRun) {
     EXPECT_EQ(r.json["choices"][0]["message"]["content"], ref.text);
 }
 
+// Agent loops resend a long prefix: over three stages the second request computes only its
+// own suffix on every stage (usage says how many prompt tokens were reused) and still gives the
+// text of `brigade run`.
+TEST_F(DemoThreeStagesF32, PrefixReuseAcrossTheStagesGivesTheUncachedText) {
+    const std::string shared =
+        "You are a kind storyteller for small children. Stories are short, gentle and end "
+        "well. A girl, her dog and her grandmother live in a small house by the woods. ";
+    const auto first = demo_chat_prompt(shared + "Tell me about the sea.");
+    const auto second = demo_chat_prompt(shared + "Where do birds live?");
+    const auto& ref = cached_reference(demo_model_dir(), second, 24, kDemoVocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    auto* head = mesh_->stage_node(0);
+    auto* tail = mesh_->stage_node(2);
+    ASSERT_TRUE(head && tail);
+    auto a = head->post("/v1/completions", completion_body(first, 8));
+    ASSERT_EQ(a.status, 200) << a.body;
+    // Entered at the tail: the origin is not the head; the reuse happens at the head.
+    auto b = tail->post("/v1/completions", completion_body(second, 24, 2));
+    expect_exact(b, ref, "second request, cached prefix");
+    ASSERT_TRUE(b.json.is_object());
+    const auto cached = b.json["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+    EXPECT_GT(cached, 30) << b.json["usage"].dump();
+}
+
 TEST_F(DemoThreeStagesF32, ConcurrentRequestsFromEveryNodeAreNotMixed) {
     std::vector<const Reference*> refs;
     for (const auto& u : kUsers) {

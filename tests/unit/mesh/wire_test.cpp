@@ -57,6 +57,7 @@ std::vector<Message> every_message() {
         ErrorFrame{503, 11, "no pipeline"},
         Bye{ByeReason::kLeave, "SIGTERM"},
         RequestUpdate{11, true, 2, {SampledTokenInfo{11, 40, -0.5f, {}, TokenFinish::kLength}}},
+        KvPrefix{7, KvPrefixOp::kReuse, 11, (1ull << 63) | 5, 300},
     };
 }
 
@@ -226,6 +227,20 @@ TEST(Wire, BadEnumsAndBoolsAreRejected) {
     Bytes hb = encode_frame(Heartbeat{1, 2, false});
     hb[kFrameHeaderBytes + 16] = 2;  // bool
     EXPECT_FALSE(decode_one(hb));
+}
+
+TEST(Wire, KvPrefixFieldsAreChecked) {
+    auto decodes = [](const KvPrefix& m) { return static_cast<bool>(decode_one(encode_frame(m))); };
+    EXPECT_TRUE(decodes(KvPrefix{3, KvPrefixOp::kKeep, 8, 9, 10}));
+    EXPECT_TRUE(decodes(KvPrefix{3, KvPrefixOp::kDrop, 0, 9, 0}));
+    EXPECT_FALSE(decodes(KvPrefix{3, KvPrefixOp::kDrop, 8, 9, 0})) << "drop names no request";
+    EXPECT_FALSE(decodes(KvPrefix{3, KvPrefixOp::kReuse, 0, 9, 4})) << "reuse for no request";
+    EXPECT_FALSE(decodes(KvPrefix{3, KvPrefixOp::kKeep, 8, 0, 4})) << "entry 0";
+    Bytes b = encode_frame(KvPrefix{3, KvPrefixOp::kKeep, 8, 9, 10});
+    b[kFrameHeaderBytes + 8] = 4;  // op
+    auto r = decode_one(b);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, errc::bad_frame);
 }
 
 TEST(Wire, LyingCountsDoNotAllocate) {

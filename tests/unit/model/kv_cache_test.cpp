@@ -53,6 +53,25 @@ TEST(KvCache, GrowTruncateCopyPrefixRelease) {
     EXPECT_EQ(kv.n_sequences(), 1u);
 }
 
+TEST(KvCache, RenameKeepsThePrefixWithoutACopy) {
+    auto backend = make_backend(BackendKind::kReference).value();
+    KvCache kv(*backend, 2, 4, {1000, 0});
+    ASSERT_TRUE(kv.reserve(1, 10));
+    fill(kv, 1, 2, 4, 0, 10);
+    const float* keys = kv.keys(1, 1);
+    ASSERT_TRUE(kv.reserve(5, 3));  // an older entry under the new id is replaced
+    ASSERT_TRUE(kv.rename(1, 5, 7));
+    EXPECT_FALSE(kv.contains(1));
+    EXPECT_EQ(kv.length(5), 7);
+    EXPECT_EQ(kv.keys(5, 1), keys) << "renamed, not copied";
+    EXPECT_EQ(kv.keys(5, 1)[6 * 4], 1106.0f);
+    EXPECT_EQ(kv.n_sequences(), 1u);
+    EXPECT_FALSE(kv.rename(5, 6, 8)) << "more positions than it has";
+    EXPECT_FALSE(kv.rename(9, 6, 0)) << "unknown sequence";
+    EXPECT_EQ(kv.length(5), 7);
+    EXPECT_FALSE(kv.contains(6));
+}
+
 TEST(KvCache, LimitsGiveClearErrors) {
     auto backend = make_backend(BackendKind::kReference).value();
     KvCache kv(*backend, 1, 8, {100, 0});

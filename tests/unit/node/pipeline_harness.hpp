@@ -214,6 +214,15 @@ public:
         for (std::size_t i = 1; i < n_stages(); ++i) n += worker(i).n_kv_sequences();
         return n;
     }
+    // Every stage holds exactly `n` KV sequences (after all requests ended: the prefix cache's
+    // entries, which the other stages mirror).
+    bool every_stage_holds(std::size_t n) {
+        if (head().n_kv_sequences() != n) return false;
+        for (std::size_t i = 1; i < n_stages(); ++i) {
+            if (worker(i).n_kv_sequences() != n) return false;
+        }
+        return true;
+    }
     // Polls `done` until it holds or the time is up.
     bool wait_until(const std::function<bool()>& done,
                     std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
@@ -306,6 +315,8 @@ private:
             if (n.worker) n.worker->on_activation(std::move(*a));
         } else if (auto* tok = std::get_if<mesh::TokenFrame>(&m)) {
             if (n.head) n.head->on_token_frame(std::move(*tok));
+        } else if (auto* k = std::get_if<mesh::KvPrefix>(&m)) {
+            if (n.worker) n.worker->on_kv_prefix(std::move(*k));
         } else if (auto* c = std::get_if<mesh::Cancel>(&m)) {
             if (n.head) n.head->cancel(c->request_id);
             if (n.worker) n.worker->release(c->request_id);

@@ -85,10 +85,9 @@ TEST(Pipeline, DemoGreedyTokensAreTheSameOnOneTwoAndThreeStagesWithF32) {
             EXPECT_EQ(mesh.frames_sent(mesh::MsgType::kActivation), 48u * (split.size() - 1));
             EXPECT_EQ(mesh.frames_sent(mesh::MsgType::kToken), 48u);
         }
-        // Everything released at the end (the prefix cache keeps one entry on one stage).
-        EXPECT_TRUE(mesh.wait_until([&] {
-            return mesh.total_kv_sequences() == (split.size() == 1 ? 1u : 0u);
-        })) << mesh.total_kv_sequences();
+        // Everything released at the end but the prefix cache's one entry, on every stage.
+        EXPECT_TRUE(mesh.wait_until([&] { return mesh.every_stage_holds(1); }))
+            << mesh.total_kv_sequences();
     }
 }
 
@@ -247,7 +246,9 @@ TEST(Pipeline, EightConcurrentRequestsAreNotMixed) {
     // several micro-batches were in flight at once.
     const auto t = mesh.head().timings();
     EXPECT_GT(t.steps, 20u * 8 / 3);
-    EXPECT_TRUE(mesh.wait_until([&] { return mesh.total_kv_sequences() == 0; }));
+    // Each finished request is a prefix-cache entry, kept on every stage; nothing else is held.
+    EXPECT_TRUE(mesh.wait_until([&] { return mesh.every_stage_holds(texts.size()); }))
+        << mesh.total_kv_sequences();
 }
 
 TEST(Pipeline, CancelFreesKvOnEveryStage) {
@@ -289,7 +290,9 @@ TEST(Pipeline, RequestAtANonHeadNodeStreamsTheSameText) {
         ASSERT_EQ(remote.sink->logprobs.size(), at_head.sink->logprobs.size());
         for (std::size_t i = 0; i < remote.sink->logprobs.size(); ++i) {
             EXPECT_EQ(remote.sink->logprobs[i].token, at_head.sink->logprobs[i].token);
-            EXPECT_NEAR(remote.sink->logprobs[i].logprob, at_head.sink->logprobs[i].logprob, 1e-6);
+            // The later requests reuse the first one's cached prompt (all but its last token),
+            // so their last prompt row runs on its own: the same numbers to f32 rounding.
+            EXPECT_NEAR(remote.sink->logprobs[i].logprob, at_head.sink->logprobs[i].logprob, 1e-5);
         }
         EXPECT_EQ(remote.sink->final->usage.prompt_tokens,
                   at_head.sink->final->usage.prompt_tokens);
@@ -315,7 +318,9 @@ TEST(Pipeline, StopStringAtARemoteOriginCancelsAtTheHead) {
     ASSERT_TRUE(s.sink->final);
     EXPECT_EQ(s.sink->content, text.substr(0, 6));
     EXPECT_EQ(s.sink->final->finish_reason, api::FinishReason::stop);
-    EXPECT_TRUE(mesh.wait_until([&] { return mesh.total_kv_sequences() == 0; }));
+    // The first request is a cached prefix on both stages; the stopped one is not kept.
+    EXPECT_TRUE(mesh.wait_until([&] { return mesh.every_stage_holds(1); }))
+        << mesh.total_kv_sequences();
     EXPECT_EQ(mesh.head().n_active(), 0u);
 }
 
