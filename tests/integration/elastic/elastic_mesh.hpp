@@ -143,8 +143,8 @@ struct ElasticMeshSpec {
     // Given to every node after the common flags (e.g. --drain-ms).
     std::vector<std::string> extra_args;
     Millis plan_timeout = Millis(60'000);
-    // Network namespaces (tests/support/netns_lan.hpp): node i runs in netns_of(i) and listens (HTTP and
-    // mesh) on address_of(i). Unset: everything on 127.0.0.1.
+    // Network namespaces (tests/support/netns_lan.hpp): node i runs in netns_of(i) and listens
+    // (HTTP and mesh) on address_of(i). Unset: everything on 127.0.0.1.
     std::function<std::string(std::size_t)> netns_of;
     std::function<std::string(std::size_t)> address_of;
     bool discovery = false;  // multicast beacons as well as --peer seeds (a LAN of namespaces)
