@@ -11,6 +11,8 @@
 //   long context (--contexts 8192,32768): decode with that many cached positions (K/V filled
 //       with random values, no prefill) vs the bandwidth bound, and vs "1-sequence decode time
 //       plus the extra KV bytes at the measured bandwidth" (what the longer context explains)
+//   decode cases also print the CPU backend's thread-pool fork-joins per step (ThreadPool::
+//       n_dispatches): the per-token overhead that fused layer ops cut
 //
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
