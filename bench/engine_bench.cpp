@@ -11,6 +11,8 @@
 //   long context (--contexts 8192,32768): decode with that many cached positions (K/V filled
 //       with random values, no prefill) vs the bandwidth bound, and vs "1-sequence decode time
 //       plus the extra KV bytes at the measured bandwidth" (what the longer context explains)
+//   decode cases also print the CPU backend's thread-pool fork-joins per step (ThreadPool::
+//       n_dispatches): the per-token overhead that fused layer ops cut
 //
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
@@ -35,6 +37,7 @@
 
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
+#include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/thread_pool.hpp"
 #include "model/forward.hpp"
 #include "model/io/quantize.hpp"
@@ -319,8 +322,10 @@ struct Result {
     std::vector<double> pp_tps, pp_bound_tps;
     double tg1_tps = 0, tg1_bound_tps = 0;
     int tg1_context = 0;
+    // Thread-pool fork-joins per decode step (CPU backend; 0 for backends without a pool).
+    double tg1_dispatches = 0;
     std::vector<int> batches;
-    std::vector<double> tgb_tps, tgb_bound_tps;
+    std::vector<double> tgb_tps, tgb_bound_tps, tgb_dispatches;
     std::vector<int> contexts;
     std::vector<double> ctx_tps, ctx_bound_tps, ctx_explained_tps;
 };
@@ -443,6 +448,10 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     const int n_threads =
         threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const double bw = bandwidth_gbs * 1e9;
+    const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(backend->get());
+    auto dispatches = [&]() -> double {
+        return cpu_backend != nullptr ? static_cast<double>(cpu_backend->n_dispatches()) : 0.0;
+    };
 
     auto prompt_of = [&](int n, int salt) {
         std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -475,12 +484,14 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     // One sequence after a 512-token prompt.
     const int prompt = 512;
     if (!s.run_layers({entry(1, prompt_of(prompt, 0), 0)})) return false;
+    double d0 = dispatches();
     t0 = Clock::now();
     for (int step = 0; step < n_decode; ++step) {
         auto o = s.run_layers({entry(1, {(step * 31) % shape.vocab}, prompt + step)});
         if (!o) return false;
     }
     const double t_tok = seconds_since(t0) / n_decode;
+    r.tg1_dispatches = (dispatches() - d0) / n_decode;
     r.tg1_tps = 1.0 / t_tok;
     r.tg1_context = prompt + n_decode / 2;
     r.tg1_bound_tps = bw / (r.weight_bytes + r.tg1_context * r.kv_bytes_per_pos);
@@ -498,6 +509,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
             auto p = prompt_of(short_prompt, i);
             if (!s.run_layers({entry(10 + static_cast<std::uint64_t>(i), p, 0)})) return false;
         }
+        d0 = dispatches();
         t0 = Clock::now();
         for (int step = 0; step < n_decode; ++step) {
             std::vector<SequenceBatchEntry> batch;
@@ -514,6 +526,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
             std::max(r.weight_bytes / bw, rate512 > 0 ? b * 2.0 * params / (rate512 * 1e9) : 0.0);
         r.batches.push_back(b);
         r.tgb_tps.push_back(b / secs);
+        r.tgb_dispatches.push_back((dispatches() - d0) / n_decode);
         r.tgb_bound_tps.push_back(b / t_bound);
     }
 
@@ -552,21 +565,22 @@ double pct(double v, double bound) { return bound > 0 ? 100.0 * v / bound : 0.0;
 void print_tables(const std::vector<Result>& results, double bw) {
     std::printf(
         "\n| model | format | file GB | load s | weight MB/token | tg1 tok/s | bound "
-        "tok/s (%.0f GB/s) | ratio |\n|---|---|---|---|---|---|---|---|\n",
+        "tok/s (%.0f GB/s) | ratio | fork-joins/token |\n|---|---|---|---|---|---|---|---|---|\n",
         bw);
     for (const auto& r : results) {
-        std::printf("| %s | %s | %.2f | %.3f | %.0f | %.2f | %.1f | %.0f%% |\n", r.model.c_str(),
-                    r.format.c_str(), r.file_gb, r.load_s, r.weight_bytes / 1e6, r.tg1_tps,
-                    r.tg1_bound_tps, pct(r.tg1_tps, r.tg1_bound_tps));
+        std::printf("| %s | %s | %.2f | %.3f | %.0f | %.2f | %.1f | %.0f%% | %.0f |\n",
+                    r.model.c_str(), r.format.c_str(), r.file_gb, r.load_s, r.weight_bytes / 1e6,
+                    r.tg1_tps, r.tg1_bound_tps, pct(r.tg1_tps, r.tg1_bound_tps), r.tg1_dispatches);
     }
     std::printf(
         "\n| model | format | batch | aggregate tok/s | speed-up over 1 | bound tok/s | "
-        "ratio |\n|---|---|---|---|---|---|---|\n");
+        "ratio | fork-joins/step |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
         for (std::size_t i = 0; i < r.batches.size(); ++i) {
-            std::printf("| %s | %s | %d | %.1f | %.2f | %.1f | %.0f%% |\n", r.model.c_str(),
+            std::printf("| %s | %s | %d | %.1f | %.2f | %.1f | %.0f%% | %.0f |\n", r.model.c_str(),
                         r.format.c_str(), r.batches[i], r.tgb_tps[i], r.tgb_tps[i] / r.tg1_tps,
-                        r.tgb_bound_tps[i], pct(r.tgb_tps[i], r.tgb_bound_tps[i]));
+                        r.tgb_bound_tps[i], pct(r.tgb_tps[i], r.tgb_bound_tps[i]),
+                        r.tgb_dispatches[i]);
         }
     }
     std::printf(
@@ -599,16 +613,18 @@ void write_json(const std::string& path, const std::vector<Result>& results, dou
     j["read_bandwidth_gbs"] = bwn;
     j["threads"] = n_threads;
     for (const auto& r : results) {
-        nlohmann::json c = {
-            {"model", r.model},
-            {"format", r.format},
-            {"file_gb", r.file_gb},
-            {"load_s", r.load_s},
-            {"first_run_s", r.first_s},
-            {"weight_bytes_per_token", r.weight_bytes},
-            {"kv_bytes_per_position", r.kv_bytes_per_pos},
-            {"decode",
-             {{"tok_s", r.tg1_tps}, {"bound_tok_s", r.tg1_bound_tps}, {"context", r.tg1_context}}}};
+        nlohmann::json c = {{"model", r.model},
+                            {"format", r.format},
+                            {"file_gb", r.file_gb},
+                            {"load_s", r.load_s},
+                            {"first_run_s", r.first_s},
+                            {"weight_bytes_per_token", r.weight_bytes},
+                            {"kv_bytes_per_position", r.kv_bytes_per_pos},
+                            {"decode",
+                             {{"tok_s", r.tg1_tps},
+                              {"bound_tok_s", r.tg1_bound_tps},
+                              {"context", r.tg1_context},
+                              {"fork_joins_per_token", r.tg1_dispatches}}}};
         for (std::size_t i = 0; i < r.prompts.size(); ++i) {
             c["prompt"].push_back({{"tokens", r.prompts[i]},
                                    {"tok_s", r.pp_tps[i]},
@@ -617,7 +633,8 @@ void write_json(const std::string& path, const std::vector<Result>& results, dou
         for (std::size_t i = 0; i < r.batches.size(); ++i) {
             c["batched"].push_back({{"sequences", r.batches[i]},
                                     {"tok_s", r.tgb_tps[i]},
-                                    {"bound_tok_s", r.tgb_bound_tps[i]}});
+                                    {"bound_tok_s", r.tgb_bound_tps[i]},
+                                    {"fork_joins_per_step", r.tgb_dispatches[i]}});
         }
         for (std::size_t i = 0; i < r.contexts.size(); ++i) {
             c["long_context"].push_back({{"context", r.contexts[i]},

@@ -69,6 +69,14 @@ struct AttentionArgs {
     float scale = 0.0f;       // usually head_dim^-0.5
 };
 
+// One matmul of a group that shares its input (`Backend::matmul_many`): y[n, w.rows] =
+// x[n, w.cols] · Wᵀ (+ bias where valid).
+struct MatmulJob {
+    const WeightMatrix* w = nullptr;
+    float* y = nullptr;
+    const WeightVector* bias = nullptr;  // null or invalid: none
+};
+
 enum class BackendKind {
     kReference,  // scalar loops, one thread: the definition of correct
     kCpu,        // SIMD (Highway) + thread pool + BLAS for prompt processing
@@ -120,6 +128,33 @@ public:
     virtual void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) = 0;
     // out[i] = a[i] + b[i]; out may alias a.
     virtual void add(const float* a, const float* b, std::int64_t n, float* out) = 0;
+
+    // Fused ops of the decoder layer. Each gives exactly the floats of the plain ops it
+    // replaces (the default implementations below); a backend overrides them to run the work
+    // in fewer parallel regions (the CPU backend: one fork-join instead of two or three per
+    // op at decode, where a layer's small matrices cost less than waking the pool).
+    //
+    // Every job's matmul of one input x[n, cols] (q, k and v of a layer). Outputs must not
+    // overlap x or each other.
+    virtual void matmul_many(std::span<const MatmulJob> jobs, const float* x, std::int64_t n) {
+        for (const MatmulJob& j : jobs) matmul(*j.w, x, n, j.y, j.bias);
+    }
+    // The gated MLP's first half: out[n, gate.rows] = silu(x·gateᵀ + b_gate) * (x·upᵀ + b_up).
+    // `up_scratch` holds n * up.rows floats the backend may use; out must not overlap x.
+    virtual void gated_mlp_up(const WeightMatrix& gate, const WeightVector* b_gate,
+                              const WeightMatrix& up, const WeightVector* b_up, const float* x,
+                              std::int64_t n, float* out, float* up_scratch) {
+        matmul(gate, x, n, out, b_gate);
+        matmul(up, x, n, up_scratch, b_up);
+        silu_mul(out, up_scratch, n * gate.rows, out);
+    }
+    // A projection into the residual stream: residual[n, w.rows] += a[n, w.cols]·Wᵀ + bias,
+    // rounded as matmul then add. `scratch` holds n * w.rows floats the backend may use.
+    virtual void matmul_add(const WeightMatrix& w, const float* a, std::int64_t n,
+                            const WeightVector* bias, float* residual, float* scratch) {
+        matmul(w, a, n, scratch, bias);
+        add(residual, scratch, n * w.rows, residual);
+    }
 };
 
 struct BackendOptions {

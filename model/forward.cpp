@@ -279,7 +279,6 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
     const std::int64_t hidden = c.hidden_size;
     const std::int64_t q_dim = c.q_dim();
     const std::int64_t kv_dim = c.kv_dim();
-    const std::int64_t inter = c.intermediate_size;
     const auto eps = static_cast<float>(c.rms_norm_eps);
     float* xn = scratch_[kNormed].f32();
     float* q = scratch_[kQuery].f32();
@@ -289,19 +288,22 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
     float* up = scratch_[kUp].f32();
 
     // Attention block: x += o_proj(attention(rope(q), rope(k), v)) of rms_norm(x).
+    // Q, K and V are one fused op (one parallel region on the CPU backend, where K and V of a
+    // small model are too small to be worth a fork-join each).
     backend_.rms_norm(x, w.attn_norm, n_rows, hidden, eps, xn);
-    backend_.matmul(w.wq, xn, n_rows, q, bias_or_null(w.bq));
-    if (c.qk_norm) backend_.rms_norm(q, w.q_norm, n_rows * c.n_heads, c.head_dim, eps, q);
-    backend_.rope(q, n_rows, c.n_heads, c.head_dim, positions_.data(), rope_.inv_freq,
-                  rope_.attention_scaling);
+    auto project_qkv = [&](float* k_out, float* v_out) {
+        const MatmulJob jobs[] = {{&w.wq, q, bias_or_null(w.bq)},
+                                  {&w.wk, k_out, bias_or_null(w.bk)},
+                                  {&w.wv, v_out, bias_or_null(w.bv)}};
+        backend_.matmul_many(jobs, xn, n_rows);
+    };
     if (batch.size() > 1) {
         // Several sequences: project K and V of all rows at once (each weight read once per
         // step, which is what makes batched decode cheap), then copy each sequence's rows
         // into its cache.
         float* k_all = scratch_[kKeys].f32();
         float* v_all = scratch_[kValues].f32();
-        backend_.matmul(w.wk, xn, n_rows, k_all, bias_or_null(w.bk));
-        backend_.matmul(w.wv, xn, n_rows, v_all, bias_or_null(w.bv));
+        project_qkv(k_all, v_all);
         if (c.qk_norm) {
             backend_.rms_norm(k_all, w.k_norm, n_rows * c.n_kv_heads, c.head_dim, eps, k_all);
         }
@@ -319,8 +321,7 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
         const auto& e = batch[0];
         float* k_new = kv_->keys(e.seq_id, local) + static_cast<std::int64_t>(e.pos0) * kv_dim;
         float* v_new = kv_->values(e.seq_id, local) + static_cast<std::int64_t>(e.pos0) * kv_dim;
-        backend_.matmul(w.wk, xn, e.n_tokens, k_new, bias_or_null(w.bk));
-        backend_.matmul(w.wv, xn, e.n_tokens, v_new, bias_or_null(w.bv));
+        project_qkv(k_new, v_new);  // n_rows == e.n_tokens
         if (c.qk_norm) {
             backend_.rms_norm(k_new, w.k_norm, static_cast<std::int64_t>(e.n_tokens) * c.n_kv_heads,
                               c.head_dim, eps, k_new);
@@ -328,6 +329,9 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
         backend_.rope(k_new, e.n_tokens, c.n_kv_heads, c.head_dim, positions_.data(),
                       rope_.inv_freq, rope_.attention_scaling);
     }
+    if (c.qk_norm) backend_.rms_norm(q, w.q_norm, n_rows * c.n_heads, c.head_dim, eps, q);
+    backend_.rope(q, n_rows, c.n_heads, c.head_dim, positions_.data(), rope_.inv_freq,
+                  rope_.attention_scaling);
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const auto& e = batch[i];
         float* keys = kv_->keys(e.seq_id, local);
@@ -346,16 +350,14 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
         a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
         backend_.attention(a);
     }
-    backend_.matmul(w.wo, attn, n_rows, proj, bias_or_null(w.bo));
-    backend_.add(x, proj, n_rows * hidden, x);
+    // The residual adds are fused into o_proj and down_proj.
+    backend_.matmul_add(w.wo, attn, n_rows, bias_or_null(w.bo), x, proj);
 
     // MLP block: x += down(silu(gate(h)) * up(h)), h = rms_norm(x).
     backend_.rms_norm(x, w.mlp_norm, n_rows, hidden, eps, xn);
-    backend_.matmul(w.w_gate, xn, n_rows, gate, bias_or_null(w.b_gate));
-    backend_.matmul(w.w_up, xn, n_rows, up, bias_or_null(w.b_up));
-    backend_.silu_mul(gate, up, n_rows * inter, gate);
-    backend_.matmul(w.w_down, gate, n_rows, proj, bias_or_null(w.b_down));
-    backend_.add(x, proj, n_rows * hidden, x);
+    backend_.gated_mlp_up(w.w_gate, bias_or_null(w.b_gate), w.w_up, bias_or_null(w.b_up), xn,
+                          n_rows, gate, up);
+    backend_.matmul_add(w.w_down, gate, n_rows, bias_or_null(w.b_down), x, proj);
 }
 
 }  // namespace brigade::model

@@ -87,63 +87,89 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, f
 
 void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                                const WeightVector* bias) {
+    // One job of the fused decode path, so a matmul and a fused op split rows alike and give
+    // the same floats (cpu_backend_fused.cpp).
+    const WeightMatrix* matrices[] = {&w};
+    const DecodeInput* inputs[1] = {};
+    prepare_decode_inputs(matrices, x, n, inputs);
+    DecodeJob job;
+    job.w = &w;
+    job.y = y;
+    job.bias = bias;
+    job.in = inputs[0];
+    run_decode_jobs({&job, 1}, x, n);
+}
+
+CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const float* x,
+                                                   std::int64_t n, DecodeScratch& s) {
+    DecodeInput in;
+    in.bits = w.bits;
+    in.group_size = w.group_size;
     if (w.quantized() && tuning_.int16_activations) {
         const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
-        if (xq_.size() < static_cast<std::size_t>(n * w.cols))
-            xq_.resize(static_cast<std::size_t>(n * w.cols));
-        if (xq_step_.size() < n_groups) {
-            xq_step_.resize(n_groups);
-            xq_sum_.resize(n_groups);
+        if (s.xq.size() < static_cast<std::size_t>(n * w.cols))
+            s.xq.resize(static_cast<std::size_t>(n * w.cols));
+        if (s.xq_step.size() < n_groups) {
+            s.xq_step.resize(n_groups);
+            s.xq_sum.resize(n_groups);
         }
         // Quantizing 8k columns on one thread costs a quarter of a 16-thread 4-bit matmul.
         const auto total_groups = static_cast<std::int64_t>(n_groups);
         if (n * w.cols < 4096) {
-            quantize_activations_int16(w, x, 0, total_groups, xq_.data(), xq_step_.data(),
-                                       xq_sum_.data());
+            quantize_activations_int16(w, x, 0, total_groups, s.xq.data(), s.xq_step.data(),
+                                       s.xq_sum.data());
         } else {
             parallel_ranges(total_groups, 4, [&](std::int64_t begin, std::int64_t end, int) {
-                quantize_activations_int16(w, x, begin, end, xq_.data(), xq_step_.data(),
-                                           xq_sum_.data());
+                quantize_activations_int16(w, x, begin, end, s.xq.data(), s.xq_step.data(),
+                                           s.xq_sum.data());
             });
         }
-        const Int16Activations xa{xq_.data(), xq_step_.data(), xq_sum_.data()};
-        balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
-            gemv_rows_int16(w, xa, n, begin, end, bias, y, w.rows);
-        });
-        return;
+        in.kernel = DecodeInput::Kernel::kInt16;
+        in.int16 = Int16Activations{s.xq.data(), s.xq_step.data(), s.xq_sum.data()};
+        return in;
     }
     // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles
     // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens.
     if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= 4) {
         const auto n_groups = n * (w.cols / w.group_size);
-        if (w.bits == 4 && xg_.size() < static_cast<std::size_t>(n * w.cols)) {
-            xg_.resize(static_cast<std::size_t>(n * w.cols));
+        if (w.bits == 4 && s.xg.size() < static_cast<std::size_t>(n * w.cols)) {
+            s.xg.resize(static_cast<std::size_t>(n * w.cols));
         }
-        if (xg_sum_.size() < static_cast<std::size_t>(n_groups)) {
-            xg_sum_.resize(static_cast<std::size_t>(n_groups));
+        if (s.xg_sum.size() < static_cast<std::size_t>(n_groups)) {
+            s.xg_sum.resize(static_cast<std::size_t>(n_groups));
         }
         // Reordering x is a copy of n * cols floats: not worth waking the pool for decode.
         if (n * w.cols < 32768) {
-            prepare_grouped_activations(w, x, 0, n_groups, xg_.data(), xg_sum_.data());
+            prepare_grouped_activations(w, x, 0, n_groups, s.xg.data(), s.xg_sum.data());
         } else {
             parallel_ranges(n_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
-                prepare_grouped_activations(w, x, begin, end, xg_.data(), xg_sum_.data());
+                prepare_grouped_activations(w, x, begin, end, s.xg.data(), s.xg_sum.data());
             });
         }
-        const GroupedActivations xa{w.bits == 4 ? xg_.data() : x, xg_sum_.data(),
-                                    tuning_.prefetch_bytes, tuning_.q4_lookup};
-        balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int) {
-            gemv_rows_grouped(w, xa, n, begin, end, bias, y, w.rows);
-        });
-        return;
+        in.kernel = DecodeInput::Kernel::kGrouped;
+        in.grouped = GroupedActivations{w.bits == 4 ? s.xg.data() : x, s.xg_sum.data(),
+                                        tuning_.prefetch_bytes, tuning_.q4_lookup};
+        return in;
     }
     if (n > 4) reserve_scratch(static_cast<std::size_t>(4 * w.cols));
-    // Rows are independent and cost the same, so equal chunks finish together; 16 rows at
-    // least keeps the per-task overhead far below the bytes each task streams.
-    balanced_ranges(w.rows, 16, [&](std::int64_t begin, std::int64_t end, int thread) {
-        gemv_rows(w, x, n, begin, end, bias, y, w.rows,
-                  scratch_[static_cast<std::size_t>(thread)].data(), tuning_.prefetch_bytes);
-    });
+    return in;
+}
+
+void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const float* x,
+                             std::int64_t n, std::int64_t row_begin, std::int64_t row_end,
+                             const WeightVector* bias, float* y, int thread) {
+    switch (in.kernel) {
+        case DecodeInput::Kernel::kInt16:
+            gemv_rows_int16(w, in.int16, n, row_begin, row_end, bias, y, w.rows);
+            return;
+        case DecodeInput::Kernel::kGrouped:
+            gemv_rows_grouped(w, in.grouped, n, row_begin, row_end, bias, y, w.rows);
+            return;
+        case DecodeInput::Kernel::kPlain:
+            gemv_rows(w, x, n, row_begin, row_end, bias, y, w.rows,
+                      scratch_[static_cast<std::size_t>(thread)].data(), tuning_.prefetch_bytes);
+            return;
+    }
 }
 
 void CpuBackend::matmul_prefill(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
@@ -394,11 +420,11 @@ void CpuBackend::attention(const AttentionArgs& a) {
 
 void CpuBackend::silu_mul(const float* gate, const float* up, std::int64_t n, float* out) {
     if (n < kMinParallelElements) {
-        silu_mul_range(gate, up, 0, n, out);
+        silu_mul_uniform(gate, up, 0, n, out);
         return;
     }
     parallel_ranges(n, 4096, [&](std::int64_t begin, std::int64_t end, int) {
-        silu_mul_range(gate, up, begin, end, out);
+        silu_mul_uniform(gate, up, begin, end, out);
     });
 }
 

@@ -3,10 +3,12 @@
 // BLAS sgemm on dequantized weight panels for prompt processing. Numbers agree with the
 // reference backend to f32 rounding (tests/unit/cpu).
 
+#include <array>
 #include <memory>
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/cpu/kernels.hpp"
 #include "model/cpu/thread_pool.hpp"
 
 namespace brigade::model::cpu {
@@ -47,6 +49,8 @@ public:
     BackendKind kind() const override { return BackendKind::kCpu; }
     bool supports(const WeightMatrix& w) const override;
     int n_threads() const { return pool_.size(); }
+    // Fork-joins of the thread pool so far (ThreadPool::n_dispatches).
+    std::uint64_t n_dispatches() const { return pool_.n_dispatches(); }
 
     DeviceBuffer alloc(std::size_t bytes) override;
     WeightMatrix upload(const WeightMatrix& host) override { return host; }
@@ -69,9 +73,64 @@ public:
     void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) override;
     void add(const float* a, const float* b, std::int64_t n, float* out) override;
 
+    // Decode (n < gemm_min_tokens): one fork-join over the rows of all jobs
+    // (cpu_backend_fused.cpp).
+    void matmul_many(std::span<const MatmulJob> jobs, const float* x, std::int64_t n) override;
+    void gated_mlp_up(const WeightMatrix& gate, const WeightVector* b_gate, const WeightMatrix& up,
+                      const WeightVector* b_up, const float* x, std::int64_t n, float* out,
+                      float* up_scratch) override;
+    void matmul_add(const WeightMatrix& w, const float* a, std::int64_t n, const WeightVector* bias,
+                    float* residual, float* scratch) override;
+
 private:
+    // The activations of one decode matmul as its kernel takes them, prepared once per call
+    // (and shared by the matrices of a fused op that take the same preparation).
+    struct DecodeInput {
+        enum class Kernel { kPlain, kInt16, kGrouped };
+        Kernel kernel = Kernel::kPlain;
+        int bits = 0, group_size = 0;  // what the preparation depended on
+        Int16Activations int16;
+        GroupedActivations grouped;
+    };
+    // Buffers of one prepared input.
+    struct DecodeScratch {
+        std::vector<std::int16_t> xq;        // int16 activations
+        std::vector<float> xq_step, xq_sum;  // [n, n_groups] their steps and group sums
+        std::vector<float> xg, xg_sum;       // grouped-kernel activations and group sums
+    };
+    // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
+    // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then
+    // y = silu(y) * y2 on those rows. `residual`: residual += y on those rows.
+    struct DecodeJob {
+        const WeightMatrix* w = nullptr;
+        float* y = nullptr;
+        const WeightVector* bias = nullptr;
+        const DecodeInput* in = nullptr;
+        const WeightMatrix* paired = nullptr;
+        float* y2 = nullptr;
+        const WeightVector* bias2 = nullptr;
+        const DecodeInput* in2 = nullptr;
+        float* residual = nullptr;
+    };
+    static constexpr std::size_t kMaxDecodeJobs = 4;
+
     void matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                        const WeightVector* bias);
+    // Prepares x[n, w.cols] for w's decode kernel into `s`.
+    DecodeInput prepare_decode(const WeightMatrix& w, const float* x, std::int64_t n,
+                               DecodeScratch& s);
+    // y rows [row_begin, row_end) of w·x from prepared activations, on pool thread `thread`.
+    void decode_rows(const WeightMatrix& w, const DecodeInput& in, const float* x, std::int64_t n,
+                     std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                     float* y, int thread);
+    // Runs the jobs in one parallel region: their rows concatenated, split into chunks of
+    // equal weight bytes on boundaries that are multiples of 4 rows of a job (so every row
+    // takes the same kernel path, bit for bit, however the rows are split).
+    void run_decode_jobs(std::span<const DecodeJob> jobs, const float* x, std::int64_t n);
+    // Prepares one input per distinct kernel preparation among `matrices` (null entries
+    // skipped); returns for each matrix the input it takes.
+    void prepare_decode_inputs(std::span<const WeightMatrix* const> matrices, const float* x,
+                               std::int64_t n, std::span<const DecodeInput*> out);
     void matmul_prefill(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias);
     // Makes every thread's scratch hold at least `floats` floats (grows only, on this thread).
@@ -82,7 +141,8 @@ private:
     void parallel_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
     // Splits [0, count) into a multiple of the thread count of near-equal chunks (sizes differ
     // by at most one) of at least `min_chunk` items where possible, so that threads streaming
-    // equal work finish together, and runs f(begin, end, thread) on the pool.
+    // equal work finish together, and runs f(begin, end, thread) on the pool. (The decode
+    // matmuls split rows with run_decode_jobs instead.)
     template <class F>
     void balanced_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
 
@@ -90,10 +150,19 @@ private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // [thread] kernel scratch
     std::vector<float> attention_partials_;    // split-K attention (m, l, acc) per tile row
-    std::vector<std::int16_t> xq_;             // int16 activations of the current matmul
-    std::vector<float> xq_step_, xq_sum_;      // [n, n_groups] their steps and group sums
-    std::vector<float> xg_, xg_sum_;           // grouped-kernel activations and group sums
+    // Prepared decode activations: one per distinct preparation of a fused op's matrices.
+    std::array<DecodeScratch, kMaxDecodeJobs> decode_scratch_;
+    std::array<DecodeInput, kMaxDecodeJobs> decode_inputs_;
+    // Chunk boundaries of run_decode_jobs as (job, row) pairs; reused across calls.
+    std::vector<std::int64_t> chunk_job_, chunk_row_;
 };
+
+// out[i] = silu(gate[i]) * up[i] for i in [begin, end), every element through the SIMD path
+// (silu_mul_range takes a scalar path for the last partial vector), so an element's value does
+// not depend on where a range starts or ends: the fused MLP splits rows differently from the
+// plain silu_mul and must give the same floats.
+void silu_mul_uniform(const float* gate, const float* up, std::int64_t begin, std::int64_t end,
+                      float* out);
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
                                           const CpuTuning& tuning = {});

@@ -68,6 +68,7 @@ void ThreadPool::run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* 
         for (std::int64_t task = 0; task < n_tasks; ++task) fn(ctx, first + task, 0);
         return;
     }
+    n_dispatches_.fetch_add(1, std::memory_order_relaxed);
     // All tasks of the previous job completed before it returned, so no worker reads these.
     fn_ = fn;
     ctx_ = ctx;

@@ -32,6 +32,10 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return static_cast<int>(workers_.size()) + 1; }
+    // Parallel regions so far that handed tasks to the workers (a job of more than one task
+    // on a pool of more than one thread; smaller ones run inline): the fork-joins a decode
+    // step pays for. Read by tests and benchmarks.
+    std::uint64_t n_dispatches() const { return n_dispatches_.load(std::memory_order_relaxed); }
 
     // Calls f(std::int64_t task, int thread) for each task; `thread` is in [0, size()) and no
     // two calls with the same `thread` run at once (per-thread scratch is safe).
@@ -73,6 +77,7 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<std::uint64_t> job_{0};
     std::atomic<std::int64_t> n_done_{0};
+    std::atomic<std::uint64_t> n_dispatches_{0};
 };
 
 }  // namespace brigade::model::cpu
