@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/cpu/kernels.hpp"
 #include "model/cpu/thread_pool.hpp"
 
 namespace brigade::model::cpu {
@@ -26,6 +27,13 @@ struct CpuTuning {
     // Quantized weights at decode (n < gemm_min_tokens) multiply int16-quantized activations
     // with integer dot products (matmul_int16.cpp; relative error ~1e-5). false: f32 throughout.
     bool int16_activations = true;
+    // 4- and 8-bit weights at decode of 1-4 tokens round activations to int8 per weight group
+    // and use integer dot products (matmul_int8.cpp; takes precedence over int16_activations).
+    // Off by default: the rounding moves outputs by up to ~1/254 of max|x| per group, beyond
+    // the Hugging Face parity tolerance (BackendOptions::cpu_int8_activations).
+    bool int8_activations = false;
+    // Which instruction set the int8 path uses (tests and benches force each; kAuto = best).
+    Int8Variant int8_variant = Int8Variant::kAuto;
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
@@ -72,6 +80,8 @@ public:
 private:
     void matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                        const WeightVector* bias);
+    void matmul_decode_int8(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
+                            const WeightVector* bias);
     void matmul_prefill(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias);
     // Makes every thread's scratch hold at least `floats` floats (grows only, on this thread).
@@ -93,6 +103,9 @@ private:
     std::vector<std::int16_t> xq_;             // int16 activations of the current matmul
     std::vector<float> xq_step_, xq_sum_;      // [n, n_groups] their steps and group sums
     std::vector<float> xg_, xg_sum_;           // grouped-kernel activations and group sums
+    std::vector<std::int8_t> x8_;              // int8 activations of the current matmul
+    std::vector<float> x8_step_, x8_sum_;      // [n, n_groups] their steps and f32 group sums
+    std::vector<std::int32_t> x8_qsum_;        // [n, n_groups] Σ xq per group
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options,
