@@ -11,26 +11,18 @@
 // 32-byte chunks: one broadcast scale per group. 4-bit groups of 32 elements are 16 bytes:
 // a chunk holds two of them, lanes 0-3 and 4-7, and takes a two-valued scale vector.
 
-// Groups per chunk of a row whose scales and biases are widened to f32 up front.
-inline constexpr std::int64_t kWidenGroups = 64;
-
-// out[0, count) = elements [index, index + count) of an F32/F16/BF16 array, as f32.
-inline void widen(DType dtype, const void* base, std::int64_t index, std::int64_t count,
-                  float* out) {
+// Element `index` of an F32/F16/BF16 array as f32, inline: read once per group and row, so a
+// function call or a widening pass per row would cost more than the codes of a narrow row.
+inline float affine_at(DType dtype, const void* base, std::int64_t index) {
     const auto* p = static_cast<const std::uint8_t*>(base);
     if (dtype == DType::kF32) {
-        std::memcpy(out, p + index * 4, static_cast<std::size_t>(count) * 4);
-        return;
+        float f;
+        std::memcpy(&f, p + index * 4, 4);
+        return f;
     }
-    std::int64_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (index + i) * 2));
-        const __m256 f = dtype == DType::kBF16
-                             ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                             : _mm256_cvtph_ps(h);
-        _mm256_storeu_ps(out + i, f);
-    }
-    for (; i < count; ++i) out[i] = load_scalar(dtype, base, index + i);
+    std::uint16_t h;
+    std::memcpy(&h, p + index * 2, 2);
+    return dtype == DType::kBF16 ? bf16_to_f32(h) : _cvtsh_ss(h);
 }
 
 inline float hsum(__m256 v) {
@@ -38,18 +30,6 @@ inline float hsum(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-// Σ a[i] * b[i] for i < count.
-inline float dot_f32(const float* a, const float* b, std::int64_t count) {
-    __m256 acc = _mm256_setzero_ps();
-    std::int64_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    }
-    float s = hsum(acc);
-    for (; i < count; ++i) s += a[i] * b[i];
-    return s;
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -77,71 +57,72 @@ inline void dot_row(const Int8Rows& m, std::int64_t r, std::int64_t t0, float* o
         b[t] = 0.0f;
     }
     const __m256i nibble = _mm256_set1_epi8(0x0F);
-    alignas(32) float scale[kWidenGroups];
-    alignas(32) float bias[kWidenGroups];
-    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kWidenGroups) {
-        const std::int64_t count = std::min(kWidenGroups, n_groups - g0);
-        widen(w.scale_dtype, w.scales, r * n_groups + g0, count, scale);
-        widen(w.scale_dtype, w.biases, r * n_groups + g0, count, bias);
-        for (int t = 0; t < T; ++t) b[t] += dot_f32(bias, sum[t] + g0, count);
-        if (BITS == 8 || group_bytes >= kInt8ChunkBytes) {
-            for (std::int64_t g = 0; g < count; ++g) {
-                const std::int64_t first = (g0 + g) * group_bytes;
-                __m256i acc[T];
-                for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
-                for (std::int64_t byte = first; byte < first + group_bytes; byte += 32) {
-                    if (prefetch > 0)
-                        _mm_prefetch(reinterpret_cast<const char*>(row + byte + prefetch),
-                                     _MM_HINT_T0);
-                    const __m256i v = load256(row + byte);
-                    if constexpr (BITS == 4) {
-                        const __m256i lo = _mm256_and_si256(v, nibble);
-                        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-                        for (int t = 0; t < T; ++t) {
-                            acc[t] = dot_q4(acc[t], lo, hi, load256(xq[t] + 2 * byte),
-                                            load256(xq[t] + 2 * byte + 32));
-                        }
-                    } else {
-                        const Q8 q = prepare_q8(v);
-                        for (int t = 0; t < T; ++t)
-                            acc[t] = dot_q8(acc[t], q, load256(xq[t] + byte));
-                    }
+    const DType sd = w.scale_dtype;
+    const std::int64_t g_row = r * n_groups;  // this row's first scale/bias index
+    if (BITS == 8 || group_bytes >= kInt8ChunkBytes) {
+        for (std::int64_t g = 0; g < n_groups; ++g) {
+            const std::int64_t first = g * group_bytes;
+            __m256i acc[T];
+            for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+            for (std::int64_t byte = first; byte < first + group_bytes; byte += 32) {
+                if (prefetch > 0) {
+                    _mm_prefetch(reinterpret_cast<const char*>(row + byte + prefetch), _MM_HINT_T0);
                 }
-                for (int t = 0; t < T; ++t) {
-                    __m256i total = acc[t];
-                    if constexpr (BITS == 8 && kQ8Centered) {
-                        total = _mm256_add_epi32(
-                            total, _mm256_setr_epi32(128 * qsum[t][g0 + g], 0, 0, 0, 0, 0, 0, 0));
+                const __m256i v = load256(row + byte);
+                if constexpr (BITS == 4) {
+                    const __m256i lo = _mm256_and_si256(v, nibble);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+                    for (int t = 0; t < T; ++t) {
+                        acc[t] = dot_q4(acc[t], lo, hi, load256(xq[t] + 2 * byte),
+                                        load256(xq[t] + 2 * byte + 32));
                     }
-                    const __m256 d = _mm256_set1_ps(scale[g] * step[t][g0 + g]);
-                    f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), d, f[t]);
+                } else {
+                    const Q8 q = prepare_q8(v);
+                    for (int t = 0; t < T; ++t) acc[t] = dot_q8(acc[t], q, load256(xq[t] + byte));
                 }
             }
-        } else {
-            // 4-bit, 16-byte groups: groups g and g + 1 share a chunk; a row with an odd
-            // number of groups ends in a 16-byte chunk (upper lanes zero, odd elements 16
-            // slots in instead of 32, matmul_int8.hpp).
-            for (std::int64_t g = 0; g < count; g += 2) {
-                const std::int64_t byte = (g0 + g) * 16;
-                const bool pair = g + 1 < count;
-                if (prefetch > 0)
-                    _mm_prefetch(reinterpret_cast<const char*>(row + byte + prefetch), _MM_HINT_T0);
-                const __m256i v = pair ? load256(row + byte)
-                                       : _mm256_zextsi128_si256(_mm_loadu_si128(
-                                             reinterpret_cast<const __m128i*>(row + byte)));
-                const std::int64_t odd = pair ? 32 : 16;
-                const __m256i lo = _mm256_and_si256(v, nibble);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-                for (int t = 0; t < T; ++t) {
-                    const __m256i total =
-                        dot_q4(_mm256_setzero_si256(), lo, hi, load256(xq[t] + 2 * byte),
-                               load256(xq[t] + 2 * byte + odd));
-                    const __m128 da = _mm_set1_ps(scale[g] * step[t][g0 + g]);
-                    const __m128 db =
-                        pair ? _mm_set1_ps(scale[g + 1] * step[t][g0 + g + 1]) : _mm_setzero_ps();
-                    f[t] =
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set_m128(db, da), f[t]);
+            const float scale = affine_at(sd, w.scales, g_row + g);
+            const float bias = affine_at(sd, w.biases, g_row + g);
+            for (int t = 0; t < T; ++t) {
+                __m256i total = acc[t];
+                if constexpr (BITS == 8 && kQ8Centered) {
+                    total = _mm256_add_epi32(
+                        total, _mm256_setr_epi32(128 * qsum[t][g], 0, 0, 0, 0, 0, 0, 0));
                 }
+                f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total),
+                                       _mm256_set1_ps(scale * step[t][g]), f[t]);
+                b[t] += bias * sum[t][g];
+            }
+        }
+    } else {
+        // 4-bit, 16-byte groups: groups g and g + 1 share a chunk; a row with an odd number of
+        // groups ends in a 16-byte chunk (upper lanes zero, odd elements 16 slots in instead
+        // of 32, matmul_int8.hpp).
+        for (std::int64_t g = 0; g < n_groups; g += 2) {
+            const std::int64_t byte = g * 16;
+            const bool pair = g + 1 < n_groups;
+            if (prefetch > 0) {
+                _mm_prefetch(reinterpret_cast<const char*>(row + byte + prefetch), _MM_HINT_T0);
+            }
+            const __m256i v = pair ? load256(row + byte)
+                                   : _mm256_zextsi128_si256(_mm_loadu_si128(
+                                         reinterpret_cast<const __m128i*>(row + byte)));
+            const std::int64_t odd = pair ? 32 : 16;
+            const __m256i lo = _mm256_and_si256(v, nibble);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+            const float scale_a = affine_at(sd, w.scales, g_row + g);
+            const float bias_a = affine_at(sd, w.biases, g_row + g);
+            const float scale_b = pair ? affine_at(sd, w.scales, g_row + g + 1) : 0.0f;
+            const float bias_b = pair ? affine_at(sd, w.biases, g_row + g + 1) : 0.0f;
+            for (int t = 0; t < T; ++t) {
+                const __m256i total =
+                    dot_q4(_mm256_setzero_si256(), lo, hi, load256(xq[t] + 2 * byte),
+                           load256(xq[t] + 2 * byte + odd));
+                const float step_b = pair ? step[t][g + 1] : 0.0f;
+                const __m256 d = _mm256_set_m128(_mm_set1_ps(scale_b * step_b),
+                                                 _mm_set1_ps(scale_a * step[t][g]));
+                f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), d, f[t]);
+                b[t] += bias_a * sum[t][g] + (pair ? bias_b * sum[t][g + 1] : 0.0f);
             }
         }
     }
