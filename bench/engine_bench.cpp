@@ -17,6 +17,10 @@
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
+//                [--int8-activations]
+//
+// --int8-activations: the CPU backend decodes (1-4 tokens) on q8/q4 weights with int8
+// activations (BackendOptions::cpu_int8_activations); formats are reported as "q8+int8".
 //
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with
@@ -417,13 +421,15 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
 
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
-              const std::vector<int>& contexts, int n_decode, double bandwidth_gbs, Result& r) {
+              const std::vector<int>& contexts, int n_decode, double bandwidth_gbs, Result& r,
+              bool int8_activations = false) {
     using namespace brigade::model;
     r.model = shape.name;
-    r.format = format;
+    r.format = int8_activations && format != "bf16" ? format + "+int8" : format;
     r.file_gb = static_cast<double>(std::filesystem::file_size(dir / "model.safetensors")) / 1e9;
     BackendOptions bo;
     bo.n_threads = threads;
+    bo.cpu_int8_activations = int8_activations;
     auto backend = make_backend(kind, bo);
     if (!backend) {
         std::fprintf(stderr, "backend: %s\n", backend.error().message.c_str());
@@ -653,7 +659,7 @@ int main(int argc, char** argv) {
     std::string models = "qwen2.5-0.5b,llama-3.2-1b", formats = "bf16,q8,q4", backend = "cpu";
     std::string dir_arg, json_path, prompts_arg = "512,4096", contexts_arg = "8192,32768";
     int threads = 0, n_decode = 32, layers = 0;
-    bool keep = false;
+    bool keep = false, int8_activations = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -685,12 +691,14 @@ int main(int argc, char** argv) {
             json_path = next();
         else if (a == "--keep")
             keep = true;
+        else if (a == "--int8-activations")
+            int8_activations = true;
         else {
             std::fprintf(stderr,
                          "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
                          "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
                          "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
-                         "[--keep] [--json FILE]\n");
+                         "[--keep] [--json FILE] [--int8-activations]\n");
             return 2;
         }
     }
@@ -727,7 +735,8 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "wrote %s in %.1fs\n", dir.c_str(), seconds_since(t0));
             }
             Result r;
-            if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, bwn, r)) {
+            if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, bwn, r,
+                          int8_activations)) {
                 return 1;
             }
             results.push_back(r);

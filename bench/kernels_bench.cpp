@@ -5,7 +5,9 @@
 //                           without software prefetch                         -> GB/s
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
 //                           (quantized: the grouped f32 kernel that serving uses, the plain
-//                           fused kernel and the opt-in int16-activation kernel, side by side)
+//                           fused kernel, the opt-in int16-activation kernel and the opt-in
+//                           int8-activation kernel in each instruction set this CPU runs,
+//                           side by side)
 //   batched decode n=4..16  time vs the larger of bytes/bandwidth and the same call from cache
 //                           (the kernel's compute ceiling), and speed-up over n=1
 //   prefill (512, 4096)     GFLOP/s, vs OpenBLAS sgemm on f32 weights of the same shape
@@ -308,6 +310,18 @@ int main(int argc, char** argv) {
     CpuBackend backend(BackendOptions{opt.threads}, grouped);
     CpuBackend fused_backend(BackendOptions{opt.threads}, fused);
     CpuBackend int16_backend(BackendOptions{opt.threads}, int16);
+    // The opt-in int8-activation path, once per instruction set this CPU runs (not scalar),
+    // best last; labelled " [int8 <variant>]".
+    std::vector<std::pair<std::unique_ptr<CpuBackend>, std::string>> int8_backends;
+    for (auto variant : brigade::model::cpu::int8_variants_available()) {
+        if (variant == brigade::model::cpu::Int8Variant::kScalar) continue;
+        CpuTuning int8 = grouped;
+        int8.int8_activations = true;
+        int8.int8_variant = variant;
+        int8_backends.emplace_back(
+            std::make_unique<CpuBackend>(BackendOptions{opt.threads}, int8),
+            std::string(" [int8 ") + brigade::model::cpu::int8_variant_name(variant) + "]");
+    }
     // Software prefetch distance of the decode kernels: none and 1 KiB beside the default.
     CpuTuning no_prefetch = grouped;
     no_prefetch.prefetch_bytes = 0;
@@ -384,6 +398,10 @@ int main(int argc, char** argv) {
                 time_matmul(int16_backend, copies, x.data(), 1, y.data(), rounds, calls);
             report({name + " [int16]", bytes / t_int16 / 1e9, "GB/s", bandwidth,
                     "read bandwidth GB/s"});
+            for (auto& [b, label] : int8_backends) {
+                const double t8 = time_matmul(*b, copies, x.data(), 1, y.data(), rounds, calls);
+                report({name + label, bytes / t8 / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+            }
         }
     }
 
@@ -469,6 +487,9 @@ int main(int argc, char** argv) {
                 };
                 one(backend, "");
                 if (n >= 16) one(panel_backend, " [panels]");
+                if (n <= 4 && f.bits != 0) {
+                    for (auto& [b, label] : int8_backends) one(*b, label);
+                }
             }
         }
     }

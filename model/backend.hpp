@@ -165,6 +165,13 @@ struct BackendOptions {
     // Hugging Face parity tolerance of the quantized fixtures, and decode would then differ
     // slightly from prefill. Opt in for speed where that is acceptable.
     bool cpu_int16_activations = false;
+    // kCpu: decode matmuls (1-4 tokens) on MLX 4- and 8-bit weights round activations to int8
+    // per weight group and use integer dot products (AVX-512 VNNI / AVX-VNNI / AVX2,
+    // model/cpu/matmul_int8.cpp; takes precedence over cpu_int16_activations). Off by default:
+    // each output moves by up to ~1/254 of max|x| per group times Σ|scale·q|, which is far
+    // beyond the Hugging Face parity tolerance (see bench/RESULTS.md for perplexity and greedy
+    // agreement measured with it). Opt in for speed where that is acceptable.
+    bool cpu_int8_activations = false;
 };
 
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options = {});

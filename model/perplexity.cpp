@@ -52,6 +52,9 @@ Result<void> validate_perplexity_options(const PerplexityOptions& options,
     if (options.max_windows < 0) {
         return make_error(errc::invalid_argument, "perplexity: max_windows must be >= 0");
     }
+    if (options.step_tokens < 0) {
+        return make_error(errc::invalid_argument, "perplexity: step_tokens must be >= 0");
+    }
     return {};
 }
 
@@ -103,27 +106,35 @@ Result<PerplexityResult> compute_perplexity(Stage& stage, std::span<const std::i
         const std::int64_t first = std::max(start + 1, scored_until);
         if (first >= end) break;  // cannot happen (scored_until < n, end >= start + 2)
 
-        SequenceBatchEntry e;
-        e.seq_id = kFirstScoringSeqId + static_cast<std::uint64_t>(result.n_windows);
-        e.pos0 = 0;
-        e.n_tokens = static_cast<std::int32_t>(end - start);
-        e.tokens.assign(ids.begin() + start, ids.begin() + end);
-        e.all_logits = true;
-
-        stage.kv_cache().release(e.seq_id);  // an empty cache, whatever happened before
-        const auto t0 = std::chrono::steady_clock::now();
-        auto out = stage.run_layers({e});
-        stage.kv_cache().release(e.seq_id);
-        if (!out) return out.error();
-        const auto t1 = std::chrono::steady_clock::now();
-        result.seconds += std::chrono::duration<double>(t1 - t0).count();
-
-        // Row r of the window predicts token start + r + 1.
+        const std::uint64_t seq_id =
+            kFirstScoringSeqId + static_cast<std::uint64_t>(result.n_windows);
+        const std::int64_t step = options.step_tokens > 0 ? options.step_tokens : end - start;
+        stage.kv_cache().release(seq_id);  // an empty cache, whatever happened before
         double window_nll = 0.0;
-        for (std::int64_t target = first; target < end; ++target) {
-            const auto row = out->row(out->logits_row0[0] + (target - 1 - start));
-            window_nll += token_nll(row, ids[static_cast<std::size_t>(target)]);
+        for (std::int64_t s0 = start; s0 < end; s0 += step) {
+            const std::int64_t s1 = std::min(end, s0 + step);
+            SequenceBatchEntry e;
+            e.seq_id = seq_id;
+            e.pos0 = static_cast<std::int32_t>(s0 - start);
+            e.n_tokens = static_cast<std::int32_t>(s1 - s0);
+            e.tokens.assign(ids.begin() + s0, ids.begin() + s1);
+            e.all_logits = true;
+            const auto t0 = std::chrono::steady_clock::now();
+            auto out = stage.run_layers({e});
+            if (!out) {
+                stage.kv_cache().release(seq_id);
+                return out.error();
+            }
+            result.seconds +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            // Row r of this step predicts token s0 + r + 1.
+            for (std::int64_t target = std::max(first, s0 + 1); target <= s1 && target < end;
+                 ++target) {
+                const auto row = out->row(out->logits_row0[0] + (target - 1 - s0));
+                window_nll += token_nll(row, ids[static_cast<std::size_t>(target)]);
+            }
         }
+        stage.kv_cache().release(seq_id);
         if (result.n_windows == 0) result.first_window_nll = window_nll;
         result.total_nll += window_nll;
         result.n_scored += end - first;

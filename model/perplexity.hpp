@@ -26,6 +26,11 @@ struct PerplexityOptions {
     int stride = 0;  // 0 = ctx (non-overlapping windows); else 1 .. ctx
     // Stop after this many windows (0 = all): a quick estimate over the start of a text.
     std::int64_t max_windows = 0;
+    // Run each window through the model this many tokens at a time, as decode does (0 = the
+    // whole window in one pass, as prompt processing does). The scores are the same up to
+    // kernel rounding; 1-4 exercises the decode kernels (e.g. int8 activations, which only
+    // decode uses).
+    int step_tokens = 0;
 };
 
 struct PerplexityResult {

@@ -33,6 +33,7 @@ struct RunArgs {
     model::SamplingParams sampling;
     std::string backend = "cpu";
     int threads = 0;
+    bool int8_activations = false;
     std::string logits_out;
     std::string layers;
     std::string hidden_in;
@@ -291,6 +292,7 @@ int run_command(const RunArgs& args) {
     }
     model::BackendOptions backend_options;
     backend_options.n_threads = args.threads;
+    backend_options.cpu_int8_activations = args.int8_activations;
     auto backend = model::make_backend(kind, backend_options);
     if (!backend) return fail(backend.error().message);
 
@@ -321,6 +323,11 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
     sub->add_option("--seed", args->sampling.seed, "Sampling seed (default 0)");
     sub->add_option("--backend", args->backend, "cpu (default) or reference");
     sub->add_option("--threads,-t", args->threads, "Compute threads (0 = all cores)");
+    sub->add_flag(
+        "--int8-activations", args->int8_activations,
+        "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations and integer "
+        "dot products: faster on CPUs with VNNI, at the cost of ~1e-2 relative logit "
+        "error (off by default)");
     sub->add_option("--ctx", args->max_context,
                     "Context limit in tokens (default: the model's max_position_embeddings)");
     sub->add_option("--logits-out", args->logits_out,

@@ -23,12 +23,14 @@ struct ServeModelOptions {
     std::vector<std::string> aliases;  // --alias
     std::int64_t context = 0;          // --ctx; 0 = the model's max_position_embeddings
     int n_threads = 0;                 // --threads; 0 = all cores
+    bool int8_activations = false;     // --int8-activations (BackendOptions)
     std::string backend = "cpu";       // cpu | reference
 };
 
 struct StageLoadOptions {
     std::string backend = "cpu";     // cpu | reference
     int n_threads = 0;               // 0 = all cores
+    bool int8_activations = false;   // BackendOptions::cpu_int8_activations
     std::uint64_t max_kv_bytes = 0;  // 0 = no limit
     bool show_progress = true;       // read the range's weight files first, with a bar on a tty
 };

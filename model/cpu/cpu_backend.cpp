@@ -105,6 +105,32 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     DecodeInput in;
     in.bits = w.bits;
     in.group_size = w.group_size;
+    if (tuning_.int8_activations && n <= 4 && int8_kernel_supports(w)) {
+        const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
+        const auto xq_bytes = static_cast<std::size_t>(n * w.cols + kInt8ActivationPadding);
+        if (s.x8.size() < xq_bytes) s.x8.resize(xq_bytes);
+        if (s.x8_step.size() < n_groups) {
+            s.x8_step.resize(n_groups);
+            s.x8_sum.resize(n_groups);
+            s.x8_qsum.resize(n_groups);
+        }
+        // The AVX2 quantizer takes ~0.3 ns per element: below 32k elements waking the pool
+        // costs more than it saves.
+        const auto total_groups = static_cast<std::int64_t>(n_groups);
+        if (n * w.cols < 32768) {
+            quantize_activations_int8(w, x, 0, total_groups, s.x8.data(), s.x8_step.data(),
+                                      s.x8_sum.data(), s.x8_qsum.data());
+        } else {
+            parallel_ranges(total_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
+                quantize_activations_int8(w, x, begin, end, s.x8.data(), s.x8_step.data(),
+                                          s.x8_sum.data(), s.x8_qsum.data());
+            });
+        }
+        in.kernel = DecodeInput::Kernel::kInt8;
+        in.int8 = Int8Activations{s.x8.data(), s.x8_step.data(), s.x8_sum.data(),
+                                  s.x8_qsum.data(), tuning_.prefetch_bytes};
+        return in;
+    }
     if (w.quantized() && tuning_.int16_activations) {
         const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
         if (s.xq.size() < static_cast<std::size_t>(n * w.cols))
@@ -164,6 +190,10 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
             return;
         case DecodeInput::Kernel::kGrouped:
             gemv_rows_grouped(w, in.grouped, n, row_begin, row_end, bias, y, w.rows);
+            return;
+        case DecodeInput::Kernel::kInt8:
+            gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,
+                           row_end, bias, y, w.rows);
             return;
         case DecodeInput::Kernel::kPlain:
             gemv_rows(w, x, n, row_begin, row_end, bias, y, w.rows,

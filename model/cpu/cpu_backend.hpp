@@ -28,6 +28,13 @@ struct CpuTuning {
     // Quantized weights at decode (n < gemm_min_tokens) multiply int16-quantized activations
     // with integer dot products (matmul_int16.cpp; relative error ~1e-5). false: f32 throughout.
     bool int16_activations = true;
+    // 4- and 8-bit weights at decode of 1-4 tokens round activations to int8 per weight group
+    // and use integer dot products (matmul_int8.cpp; takes precedence over int16_activations).
+    // Off by default: the rounding moves outputs by up to ~1/254 of max|x| per group, beyond
+    // the Hugging Face parity tolerance (BackendOptions::cpu_int8_activations).
+    bool int8_activations = false;
+    // Which instruction set the int8 path uses (tests and benches force each; kAuto = best).
+    Int8Variant int8_variant = Int8Variant::kAuto;
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
@@ -86,17 +93,21 @@ private:
     // The activations of one decode matmul as its kernel takes them, prepared once per call
     // (and shared by the matrices of a fused op that take the same preparation).
     struct DecodeInput {
-        enum class Kernel { kPlain, kInt16, kGrouped };
+        enum class Kernel { kPlain, kInt16, kGrouped, kInt8 };
         Kernel kernel = Kernel::kPlain;
         int bits = 0, group_size = 0;  // what the preparation depended on
         Int16Activations int16;
         GroupedActivations grouped;
+        Int8Activations int8;
     };
     // Buffers of one prepared input.
     struct DecodeScratch {
         std::vector<std::int16_t> xq;        // int16 activations
         std::vector<float> xq_step, xq_sum;  // [n, n_groups] their steps and group sums
         std::vector<float> xg, xg_sum;       // grouped-kernel activations and group sums
+        std::vector<std::int8_t> x8;         // int8 activations (opt-in)
+        std::vector<float> x8_step, x8_sum;  // [n, n_groups] their steps and f32 group sums
+        std::vector<std::int32_t> x8_qsum;   // [n, n_groups] Σ xq per group
     };
     // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
     // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then

@@ -7,6 +7,7 @@
 // Every kernel is held to the scalar reference (reference_backend.cpp) by tests/unit/cpu.
 
 #include <cstdint>
+#include <vector>
 
 #include "model/backend.hpp"
 #include "model/tensor.hpp"
@@ -60,6 +61,48 @@ void prepare_grouped_activations(const WeightMatrix& w, const float* x, std::int
 void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                        float* y, std::int64_t ldy);
+
+// Activations of a 4- or 8-bit quantized-weight GEMV as int8 with integer dot products
+// (matmul_int8*.cpp; opt-in, CpuTuning::int8_activations). Each weight group g of a token's x
+// is rounded to xq in [-127, 127] with step_g = max|x_g| / 127, and a row is
+//     y = Σ_g scale_g · step_g · Σ_{c∈g} q_c · xq_c  +  Σ_g bias_g · Σ_{c∈g} x_c
+// with the integer sums exact in int32 and Σx the f32 sum of the unrounded x.
+// Instruction sets, picked at run time; each is also callable on its own (tests, benches).
+enum class Int8Variant : int {
+    kAuto,        // the best this machine runs
+    kScalar,      // portable C++, every target
+    kAvx2,        // vpmaddubsw + vpmaddwd
+    kAvxVnni,     // vpdpbusd, VEX 256-bit
+    kAvx512Vnni,  // vpdpbusd, EVEX 256-bit (AVX-512 VNNI + VL)
+    kNeonDot,     // sdot (compiled only with __ARM_FEATURE_DOTPROD)
+};
+const char* int8_variant_name(Int8Variant variant);
+// The variants this machine runs, kScalar first, the best last.
+std::vector<Int8Variant> int8_variants_available();
+// `requested`, or the best available when it is kAuto or this machine cannot run it.
+Int8Variant int8_resolve_variant(Int8Variant requested);
+// Whether `gemv_rows_int8` takes w (MLX affine 4 or 8 bits, group a multiple of 32, F32/F16/
+// BF16 scales).
+bool int8_kernel_supports(const WeightMatrix& w);
+// Bytes past n * cols of xq that the kernels may read (and multiply by zero codes).
+inline constexpr std::int64_t kInt8ActivationPadding = 64;
+struct Int8Activations {
+    const std::int8_t* xq = nullptr;     // [n, cols] in the kernels' layout (matmul_int8.hpp)
+    const float* step = nullptr;         // [n, n_groups]: x ≈ xq * step
+    const float* sum = nullptr;          // [n, n_groups]: f32 sums of the unrounded x
+    const std::int32_t* qsum = nullptr;  // [n, n_groups]: Σ xq of each group
+    std::int64_t prefetch_bytes = 0;     // software prefetch distance in the codes; 0 = none
+};
+// Quantizes groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group
+// i % n_groups) for `gemv_rows_int8` with w's bits and group size.
+void quantize_activations_int8(const WeightMatrix& w, const float* x, std::int64_t begin,
+                               std::int64_t end, std::int8_t* xq, float* step, float* sum,
+                               std::int32_t* qsum);
+// As `gemv_rows` for a w that `int8_kernel_supports`, from int8 activations, any n; `variant`
+// goes through int8_resolve_variant.
+void gemv_rows_int8(Int8Variant variant, const WeightMatrix& w, const Int8Activations& xa,
+                    std::int64_t n, std::int64_t row_begin, std::int64_t row_end,
+                    const WeightVector* bias, float* y, std::int64_t ldy);
 
 // out[(r - row_begin) * w.cols + c] = W[r, c] as f32, for r in [row_begin, row_end).
 void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,

@@ -244,6 +244,32 @@ TEST(PerplexityCli, StrideGivesMoreContextAndScoresEveryToken) {
     EXPECT_EQ(m->j["scored_tokens"].get<int>(), 63 + 3 * 32);
 }
 
+// --step-tokens runs windows decode-shaped (same scores up to rounding); --int8-activations
+// then rounds the decode matmuls' activations to int8: the perplexity moves, by little.
+TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
+    const std::vector<std::string> base = {"--model",       (demo_dir() / "mlx-q4").string(),
+                                           "--file",        heldout().string(),
+                                           "--ctx",         "64",
+                                           "--max-windows", "4"};
+    auto with = [&](std::vector<std::string> extra) {
+        extra.insert(extra.begin(), base.begin(), base.end());
+        return perplexity_json(extra, 120);
+    };
+    auto whole = with({});
+    auto stepped = with({"--step-tokens", "1"});
+    auto int8 = with({"--step-tokens", "4", "--int8-activations"});
+    ASSERT_TRUE(whole && stepped && int8);
+    EXPECT_EQ(stepped->j["step_tokens"].get<int>(), 1);
+    EXPECT_EQ(int8->j["int8_activations"].get<bool>(), true);
+    EXPECT_EQ(whole->j["int8_activations"].get<bool>(), false);
+    const double p = whole->j["perplexity"].get<double>();
+    EXPECT_LE(relative_diff(stepped->j["perplexity"].get<double>(), p), 1e-4);
+    const double p8 = int8->j["perplexity"].get<double>();
+    EXPECT_NE(p8, stepped->j["perplexity"].get<double>()) << "int8 rounding had no effect";
+    EXPECT_LE(relative_diff(p8, p), 0.02);  // measured +0.5% over the whole file
+    EXPECT_EQ(int8->j["scored_tokens"], whole->j["scored_tokens"]);
+}
+
 // ---- Bad input ------------------------------------------------------------------------------
 
 // Runs a command expected to fail cleanly: exit code 1 (CLI11 usage errors: non-zero) and an

@@ -262,6 +262,34 @@ TEST_F(DemoPerplexity, StrideScoresEveryTokenOnceWithMoreContext) {
     }
 }
 
+// Running windows a few tokens at a time (decode-shaped steps, which int8 activations need)
+// scores the same tokens with the same numbers up to kernel rounding.
+TEST_F(DemoPerplexity, StepTokensScoresTheSameTokensAsWholeWindows) {
+    const auto ids = heldout_like_ids(70);
+    for (int stride : {0, 7}) {
+        PerplexityOptions whole;
+        whole.ctx = 20;
+        whole.stride = stride;
+        auto want = compute_perplexity(*stage_, ids, whole);
+        ASSERT_TRUE(want) << want.error().message;
+        for (int step : {1, 3, 4, 20, 64}) {
+            PerplexityOptions stepped = whole;
+            stepped.step_tokens = step;
+            auto got = compute_perplexity(*stage_, ids, stepped);
+            ASSERT_TRUE(got) << got.error().message;
+            EXPECT_EQ(got->n_windows, want->n_windows) << "step " << step;
+            EXPECT_EQ(got->n_scored, want->n_scored) << "step " << step;
+            EXPECT_EQ(got->n_evaluated, want->n_evaluated) << "step " << step;
+            EXPECT_NEAR(got->total_nll, want->total_nll, 1e-4 * want->total_nll)
+                << "stride " << stride << " step " << step;
+        }
+    }
+    EXPECT_EQ(stage_->kv_cache().n_sequences(), 0u) << "scoring must release its sequences";
+    PerplexityOptions bad;
+    bad.step_tokens = -1;
+    EXPECT_FALSE(validate_perplexity_options(bad, 512));
+}
+
 TEST_F(DemoPerplexity, WindowCountPredictionAndCoverageOverManyShapes) {
     const auto all = heldout_like_ids(40);
     for (std::int64_t n : {2, 3, 5, 17, 40}) {
