@@ -34,26 +34,50 @@
 
 namespace brigade::model::cpu::int8_detail {
 
+namespace {
+
+// CPUID and XCR0 read directly: compilers' __builtin_cpu_supports differ in the feature names
+// they know (clang 14 has no "f16c" or "avxvnni").
+struct Regs {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+Regs cpuid(unsigned leaf, unsigned subleaf) {
+    Regs r;
+    if (static_cast<unsigned>(__get_cpuid_max(0, nullptr)) >= leaf)
+        __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+    return r;
+}
+
+bool bit(unsigned v, int i) { return ((v >> i) & 1u) != 0; }
+
+// Whether the OS saves the register state of `mask` (XCR0 bits) across context switches.
+bool os_saves(unsigned mask) {
+    if (!bit(cpuid(1, 0).ecx, 27)) return false;  // OSXSAVE: xgetbv usable
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & mask) == mask;
+}
+
+}  // namespace
+
 bool cpu_has_avx2() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    const Regs l1 = cpuid(1, 0), l7 = cpuid(7, 0);
+    // AVX, FMA, F16C (leaf 1 ECX 28, 12, 29), AVX2 (leaf 7 EBX 5), xmm+ymm state (XCR0 1, 2).
+    return bit(l1.ecx, 28) && bit(l1.ecx, 12) && bit(l1.ecx, 29) && bit(l7.ebx, 5) && os_saves(0x6);
 }
 
 bool cpu_has_avx512_vnni() {
-    __builtin_cpu_init();
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+    const Regs l7 = cpuid(7, 0);
+    // AVX512F, BW, VL (leaf 7 EBX 16, 30, 31), AVX512_VNNI (ECX 11), opmask and zmm state
+    // (XCR0 5-7).
+    return cpu_has_avx2() && bit(l7.ebx, 16) && bit(l7.ebx, 30) && bit(l7.ebx, 31) &&
+           bit(l7.ecx, 11) && os_saves(0xE6);
 }
 
 bool cpu_has_avx_vnni() {
-    // CPUID.(EAX=7, ECX=1):EAX bit 4. Read directly: older compilers' __builtin_cpu_supports
-    // do not know "avxvnni". The OS saves ymm state when avx2 is reported usable.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!cpu_has_avx2() || __get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(7, 1, eax, ebx, ecx, edx);
-    return (eax >> 4) & 1u;
+    // AVX-VNNI: leaf 7 subleaf 1 EAX bit 4 (VEX-encoded vpdpbusd on ymm).
+    return cpu_has_avx2() && bit(cpuid(7, 1).eax, 4);
 }
 
 }  // namespace brigade::model::cpu::int8_detail
