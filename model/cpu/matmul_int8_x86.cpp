@@ -188,6 +188,36 @@ void quantize(const WeightMatrix& w, const float* x, std::int64_t begin, std::in
 }  // namespace brigade::model::cpu::int8_detail::avx2
 HWY_POP_ATTRIBUTES
 
+// ---- vpdpbusd emulated with AVX2, for tests ---------------------------------------------------
+// The VNNI variants' kernel (codes used as they are, kQ8Centered false) with vpdpbusd computed
+// exactly from AVX2 instructions, so machines without VNNI test that path's layout and
+// bookkeeping too; only the instruction itself is then left to VNNI machines.
+HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c")
+namespace brigade::model::cpu::int8_detail::vnni_emulated {
+
+// acc + the sums of 4 adjacent products u8 x s8, exactly (vpdpbusd without saturation).
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+    const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF));
+    const __m256i u_odd = _mm256_srli_epi16(u, 8);
+    const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8);
+    const __m256i s_odd = _mm256_srai_epi16(s, 8);
+    // i32 lane k: bytes 4k and 4k+2 (even), 4k+1 and 4k+3 (odd).
+    return _mm256_add_epi32(
+        acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+}
+using Q8 = __m256i;
+inline Q8 prepare_q8(__m256i q) { return q; }
+inline constexpr bool kQ8Centered = false;
+inline __m256i dot_q8(__m256i acc, Q8 q, __m256i x) { return dpbusd(acc, q, x); }
+inline __m256i dot_q4(__m256i acc, __m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+    return dpbusd(dpbusd(acc, lo, xlo), hi, xhi);
+}
+
+#include "model/cpu/matmul_int8_x86-inl.hpp"
+
+}  // namespace brigade::model::cpu::int8_detail::vnni_emulated
+HWY_POP_ATTRIBUTES
+
 // ---- AVX-VNNI -----------------------------------------------------------------------------
 HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avxvnni")
 namespace brigade::model::cpu::int8_detail::avx_vnni {
@@ -232,6 +262,12 @@ void quantize_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, st
 void gemv_rows_avx2(const Int8Rows& m, std::int64_t n, std::int64_t row_begin, std::int64_t row_end,
                     const WeightVector* bias, float* y, std::int64_t ldy) {
     avx2::gemv_rows(m, n, row_begin, row_end, bias, y, ldy);
+}
+
+void gemv_rows_vnni_emulated(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,
+                             std::int64_t row_end, const WeightVector* bias, float* y,
+                             std::int64_t ldy) {
+    vnni_emulated::gemv_rows(m, n, row_begin, row_end, bias, y, ldy);
 }
 
 void gemv_rows_avx_vnni(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,
