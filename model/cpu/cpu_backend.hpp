@@ -30,8 +30,9 @@ struct CpuTuning {
     bool int16_activations = true;
     // 4- and 8-bit weights at decode of 1-4 tokens round activations to int8 per weight group
     // and use integer dot products (matmul_int8.cpp; takes precedence over int16_activations).
-    // Off by default: the rounding moves outputs by up to ~1/254 of max|x| per group, beyond
-    // the Hugging Face parity tolerance (BackendOptions::cpu_int8_activations).
+    // Off by default: the rounding moves an output by up to step/2 · Σ|scale·q| per group
+    // (step = max|x_g| / 127), beyond the Hugging Face parity tolerance
+    // (BackendOptions::cpu_int8_activations has the measured effect).
     bool int8_activations = false;
     // Which instruction set the int8 path uses (tests and benches force each; kAuto = best).
     Int8Variant int8_variant = Int8Variant::kAuto;

@@ -9,7 +9,7 @@
 //
 // Error: |x - xq * step| <= step / 2 (rounded to nearest), so an output moves by at most
 //     Σ_g scale_g · step_g / 2 · Σ_{c∈g} q_c
-// (about 1/254 of max|x_g| · Σ|scale·q| per group, 129 times the int16 variant's), plus f32
+// (about 1/254 of max|x_g| · Σ|scale·q| per group, 258 times the int16 variant's), plus f32
 // summation order. tests/unit/cpu/cpu_int8_test.cpp holds every variant to that bound.
 // That is beyond the Hugging Face parity tolerance, so the path is opt-in (backend.hpp).
 

@@ -63,6 +63,10 @@ void quantize_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, st
                    std::int8_t* xq, float* step, float* sum, std::int32_t* qsum);
 void gemv_rows_avx2(const Int8Rows& m, std::int64_t n, std::int64_t row_begin, std::int64_t row_end,
                     const WeightVector* bias, float* y, std::int64_t ldy);
+// The VNNI variants' kernel with vpdpbusd emulated by AVX2 (needs AVX2): for tests only.
+void gemv_rows_vnni_emulated(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,
+                             std::int64_t row_end, const WeightVector* bias, float* y,
+                             std::int64_t ldy);
 void gemv_rows_avx_vnni(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,
                         std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy);
 void gemv_rows_avx512_vnni(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,

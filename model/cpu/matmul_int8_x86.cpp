@@ -34,26 +34,50 @@
 
 namespace brigade::model::cpu::int8_detail {
 
+namespace {
+
+// CPUID and XCR0 read directly: compilers' __builtin_cpu_supports differ in the feature names
+// they know (clang 14 has no "f16c" or "avxvnni").
+struct Regs {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+Regs cpuid(unsigned leaf, unsigned subleaf) {
+    Regs r;
+    if (static_cast<unsigned>(__get_cpuid_max(0, nullptr)) >= leaf)
+        __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+    return r;
+}
+
+bool bit(unsigned v, int i) { return ((v >> i) & 1u) != 0; }
+
+// Whether the OS saves the register state of `mask` (XCR0 bits) across context switches.
+bool os_saves(unsigned mask) {
+    if (!bit(cpuid(1, 0).ecx, 27)) return false;  // OSXSAVE: xgetbv usable
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & mask) == mask;
+}
+
+}  // namespace
+
 bool cpu_has_avx2() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    const Regs l1 = cpuid(1, 0), l7 = cpuid(7, 0);
+    // AVX, FMA, F16C (leaf 1 ECX 28, 12, 29), AVX2 (leaf 7 EBX 5), xmm+ymm state (XCR0 1, 2).
+    return bit(l1.ecx, 28) && bit(l1.ecx, 12) && bit(l1.ecx, 29) && bit(l7.ebx, 5) && os_saves(0x6);
 }
 
 bool cpu_has_avx512_vnni() {
-    __builtin_cpu_init();
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+    const Regs l7 = cpuid(7, 0);
+    // AVX512F, BW, VL (leaf 7 EBX 16, 30, 31), AVX512_VNNI (ECX 11), opmask and zmm state
+    // (XCR0 5-7).
+    return cpu_has_avx2() && bit(l7.ebx, 16) && bit(l7.ebx, 30) && bit(l7.ebx, 31) &&
+           bit(l7.ecx, 11) && os_saves(0xE6);
 }
 
 bool cpu_has_avx_vnni() {
-    // CPUID.(EAX=7, ECX=1):EAX bit 4. Read directly: older compilers' __builtin_cpu_supports
-    // do not know "avxvnni". The OS saves ymm state when avx2 is reported usable.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!cpu_has_avx2() || __get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(7, 1, eax, ebx, ecx, edx);
-    return (eax >> 4) & 1u;
+    // AVX-VNNI: leaf 7 subleaf 1 EAX bit 4 (VEX-encoded vpdpbusd on ymm).
+    return cpu_has_avx2() && bit(cpuid(7, 1).eax, 4);
 }
 
 }  // namespace brigade::model::cpu::int8_detail
@@ -164,6 +188,36 @@ void quantize(const WeightMatrix& w, const float* x, std::int64_t begin, std::in
 }  // namespace brigade::model::cpu::int8_detail::avx2
 HWY_POP_ATTRIBUTES
 
+// ---- vpdpbusd emulated with AVX2, for tests ---------------------------------------------------
+// The VNNI variants' kernel (codes used as they are, kQ8Centered false) with vpdpbusd computed
+// exactly from AVX2 instructions, so machines without VNNI test that path's layout and
+// bookkeeping too; only the instruction itself is then left to VNNI machines.
+HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c")
+namespace brigade::model::cpu::int8_detail::vnni_emulated {
+
+// acc + the sums of 4 adjacent products u8 x s8, exactly (vpdpbusd without saturation).
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+    const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF));
+    const __m256i u_odd = _mm256_srli_epi16(u, 8);
+    const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8);
+    const __m256i s_odd = _mm256_srai_epi16(s, 8);
+    // i32 lane k: bytes 4k and 4k+2 (even), 4k+1 and 4k+3 (odd).
+    return _mm256_add_epi32(
+        acc, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+}
+using Q8 = __m256i;
+inline Q8 prepare_q8(__m256i q) { return q; }
+inline constexpr bool kQ8Centered = false;
+inline __m256i dot_q8(__m256i acc, Q8 q, __m256i x) { return dpbusd(acc, q, x); }
+inline __m256i dot_q4(__m256i acc, __m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+    return dpbusd(dpbusd(acc, lo, xlo), hi, xhi);
+}
+
+#include "model/cpu/matmul_int8_x86-inl.hpp"
+
+}  // namespace brigade::model::cpu::int8_detail::vnni_emulated
+HWY_POP_ATTRIBUTES
+
 // ---- AVX-VNNI -----------------------------------------------------------------------------
 HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avxvnni")
 namespace brigade::model::cpu::int8_detail::avx_vnni {
@@ -208,6 +262,12 @@ void quantize_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, st
 void gemv_rows_avx2(const Int8Rows& m, std::int64_t n, std::int64_t row_begin, std::int64_t row_end,
                     const WeightVector* bias, float* y, std::int64_t ldy) {
     avx2::gemv_rows(m, n, row_begin, row_end, bias, y, ldy);
+}
+
+void gemv_rows_vnni_emulated(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,
+                             std::int64_t row_end, const WeightVector* bias, float* y,
+                             std::int64_t ldy) {
+    vnni_emulated::gemv_rows(m, n, row_begin, row_end, bias, y, ldy);
 }
 
 void gemv_rows_avx_vnni(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <string>
 
@@ -127,8 +128,13 @@ struct Shape {
     std::int64_t cols;
     DType scale_dtype;
     std::string name() const {
-        return "q" + std::to_string(bits) + " g" + std::to_string(group) +
-               " cols=" + std::to_string(cols) + " scales=" + std::string(dtype_name(scale_dtype));
+        // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "q" + to_string(...).
+        std::string s = "q";
+        s += std::to_string(bits);
+        s += " g" + std::to_string(group) + " cols=" + std::to_string(cols);
+        s += " scales=";
+        s += dtype_name(scale_dtype);
+        return s;
     }
 };
 
@@ -219,11 +225,44 @@ TEST(CpuInt8, QuantizerGivesTheEmulatedRoundingInTheKernelLayout) {
     }
 }
 
+// One way to run rows [row_begin, row_end): a variant, or the VNNI kernel with emulated
+// vpdpbusd (x86 with AVX2 only).
+struct Runner {
+    std::string name;
+    std::function<void(const WeightMatrix&, const Int8Activations&, std::int64_t, std::int64_t,
+                       std::int64_t, float*, std::int64_t)>
+        run;
+};
+
+std::vector<Runner> runners() {
+    std::vector<Runner> out;
+    for (Int8Variant v : int8_variants_available()) {
+        out.push_back({int8_variant_name(v),
+                       [v](const WeightMatrix& w, const Int8Activations& xa, std::int64_t n,
+                           std::int64_t b, std::int64_t e, float* y, std::int64_t ldy) {
+                           gemv_rows_int8(v, w, xa, n, b, e, nullptr, y, ldy);
+                       }});
+    }
+#if BRIGADE_INT8_X86
+    if (int8_detail::cpu_has_avx2()) {
+        out.push_back({"vnni-kernel-with-emulated-vpdpbusd",
+                       [](const WeightMatrix& w, const Int8Activations& xa, std::int64_t n,
+                          std::int64_t b, std::int64_t e, float* y, std::int64_t ldy) {
+                           int8_detail::gemv_rows_vnni_emulated({w, xa}, n, b, e, nullptr, y, ldy);
+                       }});
+    }
+#endif
+    return out;
+}
+
 // Every variant through gemv_rows_int8, against the emulation (f32-order tolerance) and the
 // exact reference (plus the rounding bound).
 TEST(CpuInt8, EveryVariantMatchesTheEmulationOnOddShapes) {
-    std::cout << "[ int8     ] variants tested:" << variants_line() << "\n";
-    for (Int8Variant variant : int8_variants_available()) {
+    const auto all = runners();
+    std::cout << "[ int8     ] kernels tested:";
+    for (const auto& r : all) std::cout << " " << r.name;
+    std::cout << "\n";
+    for (const Runner& runner : all) {
         for (const Shape& s : shapes()) {
             for (std::int64_t rows : {5, 37}) {
                 const int misalign = static_cast<int>(rows % 4);
@@ -243,8 +282,8 @@ TEST(CpuInt8, EveryVariantMatchesTheEmulationOnOddShapes) {
                                              n % 2 == 0 ? 256 : 0};
                     std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
                     // Two row ranges, as the backend's threads take them.
-                    gemv_rows_int8(variant, w.view, xa, n, 0, rows / 3, nullptr, y.data(), rows);
-                    gemv_rows_int8(variant, w.view, xa, n, rows / 3, rows, nullptr, y.data(), rows);
+                    runner.run(w.view, xa, n, 0, rows / 3, y.data(), rows);
+                    runner.run(w.view, xa, n, rows / 3, rows, y.data(), rows);
                     int failures = 0;
                     for (std::int64_t t = 0; t < n && failures < 3; ++t) {
                         for (std::int64_t r = 0; r < rows && failures < 3; ++r) {
@@ -253,10 +292,9 @@ TEST(CpuInt8, EveryVariantMatchesTheEmulationOnOddShapes) {
                             const double want = emulated(w, x, xr, t, r);
                             if (std::abs(got - want) > 1e-5 * mag + 1e-6) {
                                 ++failures;
-                                ADD_FAILURE()
-                                    << int8_variant_name(variant) << " " << s.name()
-                                    << " rows=" << rows << " n=" << n << " t=" << t << " r=" << r
-                                    << " got=" << got << " emulated=" << want;
+                                ADD_FAILURE() << runner.name << " " << s.name() << " rows=" << rows
+                                              << " n=" << n << " t=" << t << " r=" << r
+                                              << " got=" << got << " emulated=" << want;
                             }
                         }
                     }
