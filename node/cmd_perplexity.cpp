@@ -189,7 +189,7 @@ void add_perplexity_command(CLI::App& app, CommandSet& commands) {
     sub->add_flag("--int8-activations", args->int8_activations,
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
-                  "model: perplexity +0.5%); off by default");
+                  "model: perplexity +0.4-0.6%); off by default");
     sub->add_option("--step-tokens", args->step_tokens,
                     "Run each window this many tokens at a time, as decode does (default 0: "
                     "the whole window at once, as prompt processing); 1-4 scores the decode "

@@ -326,7 +326,7 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
     sub->add_flag("--int8-activations", args->int8_activations,
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
-                  "model: perplexity +0.5%); off by default");
+                  "model: perplexity +0.4-0.6%); off by default");
     sub->add_option("--ctx", args->max_context,
                     "Context limit in tokens (default: the model's max_position_embeddings)");
     sub->add_option("--logits-out", args->logits_out,

@@ -454,7 +454,7 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
     sub->add_flag("--int8-activations", args->model.int8_activations,
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
-                  "model: perplexity +0.5%); off by default");
+                  "model: perplexity +0.4-0.6%); off by default");
     sub->add_option("--backend", args->model.backend, "cpu (default) or reference");
     sub->add_option("--prefill-chunk", args->prefill_chunk,
                     "Prompt tokens computed per step over all requests (default 512)");

@@ -59,25 +59,36 @@ bool os_saves(unsigned mask) {
     return (lo & mask) == mask;
 }
 
-}  // namespace
-
-bool cpu_has_avx2() {
+// Each computed once: CPUID is slow (in a virtual machine it traps to the hypervisor), and the
+// answers are asked for on every matmul.
+bool detect_avx2() {
     const Regs l1 = cpuid(1, 0), l7 = cpuid(7, 0);
     // AVX, FMA, F16C (leaf 1 ECX 28, 12, 29), AVX2 (leaf 7 EBX 5), xmm+ymm state (XCR0 1, 2).
     return bit(l1.ecx, 28) && bit(l1.ecx, 12) && bit(l1.ecx, 29) && bit(l7.ebx, 5) && os_saves(0x6);
 }
 
+}  // namespace
+
+bool cpu_has_avx2() {
+    static const bool has = detect_avx2();
+    return has;
+}
+
 bool cpu_has_avx512_vnni() {
-    const Regs l7 = cpuid(7, 0);
     // AVX512F, BW, VL (leaf 7 EBX 16, 30, 31), AVX512_VNNI (ECX 11), opmask and zmm state
     // (XCR0 5-7).
-    return cpu_has_avx2() && bit(l7.ebx, 16) && bit(l7.ebx, 30) && bit(l7.ebx, 31) &&
-           bit(l7.ecx, 11) && os_saves(0xE6);
+    static const bool has = [] {
+        const Regs l7 = cpuid(7, 0);
+        return cpu_has_avx2() && bit(l7.ebx, 16) && bit(l7.ebx, 30) && bit(l7.ebx, 31) &&
+               bit(l7.ecx, 11) && os_saves(0xE6);
+    }();
+    return has;
 }
 
 bool cpu_has_avx_vnni() {
     // AVX-VNNI: leaf 7 subleaf 1 EAX bit 4 (VEX-encoded vpdpbusd on ymm).
-    return cpu_has_avx2() && bit(cpuid(7, 1).eax, 4);
+    static const bool has = cpu_has_avx2() && bit(cpuid(7, 1).eax, 4);
+    return has;
 }
 
 }  // namespace brigade::model::cpu::int8_detail

@@ -266,7 +266,7 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     EXPECT_LE(relative_diff(stepped->j["perplexity"].get<double>(), p), 1e-4);
     const double p8 = int8->j["perplexity"].get<double>();
     EXPECT_NE(p8, stepped->j["perplexity"].get<double>()) << "int8 rounding had no effect";
-    EXPECT_LE(relative_diff(p8, p), 0.02);  // measured +0.5% over the whole file
+    EXPECT_LE(relative_diff(p8, p), 0.02);  // measured +0.6% over the whole file
     EXPECT_EQ(int8->j["scored_tokens"], whole->j["scored_tokens"]);
 }
 
