@@ -72,15 +72,18 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
 struct Config {
     int threads;
     bool int16;
+    bool int8 = false;  // the opt-in int8 decode kernels go through the fused split as well
     std::string name() const {
-        return std::to_string(threads) + " threads" + (int16 ? " int16" : "");
+        return std::to_string(threads) + " threads" + (int16 ? " int16" : "") +
+               (int8 ? " int8" : "");
     }
 };
-const Config kConfigs[] = {{2, false}, {3, false}, {2, true}};
+const Config kConfigs[] = {{2, false}, {3, false}, {2, true}, {2, false, true}, {3, false, true}};
 
 CpuBackend make_cpu(const Config& c) {
     CpuTuning tuning;
     tuning.int16_activations = c.int16;
+    tuning.int8_activations = c.int8;
     return CpuBackend(BackendOptions{c.threads}, tuning);
 }
 
