@@ -25,7 +25,7 @@ if [ "$status" -ne 0 ] && [ -s Testing/Temporary/LastTestsFailed.log ]; then
       /^[0-9]+\/[0-9]+ Test: / && substr($0, index($0, " Test: ") + 7) == name { on = 1 }
       on { print }
       on && /^"[^"]*" end time:/ { exit }' Testing/Temporary/LastTest.log |
-      grep -A6 -E "Failure|FAILED|what\(\)|Timeout|Exception" | cut -c1-400 | head -n 30
+      grep -A6 -E "Failure|FAILED|what\(\)|Timeout|Exception|error:" | cut -c1-400 | head -n 30
   done < Testing/Temporary/LastTestsFailed.log
 fi
 exit "$status"

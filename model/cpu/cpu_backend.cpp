@@ -127,8 +127,8 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
             });
         }
         in.kernel = DecodeInput::Kernel::kInt8;
-        in.int8 = Int8Activations{s.x8.data(), s.x8_step.data(), s.x8_sum.data(),
-                                  s.x8_qsum.data(), tuning_.prefetch_bytes};
+        in.int8 = Int8Activations{s.x8.data(), s.x8_step.data(), s.x8_sum.data(), s.x8_qsum.data(),
+                                  tuning_.prefetch_bytes};
         return in;
     }
     if (w.quantized() && tuning_.int16_activations) {
