@@ -86,7 +86,7 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, f
 }
 
 void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
-                               const WeightVector* bias) {
+                               const WeightVector* bias, float* residual) {
     // One job of the fused decode path, so a matmul and a fused op split rows alike and give
     // the same floats (cpu_backend_fused.cpp).
     const WeightMatrix* matrices[] = {&w};
@@ -97,6 +97,7 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
     job.y = y;
     job.bias = bias;
     job.in = inputs[0];
+    job.residual = residual;
     run_decode_jobs({&job, 1}, x, n);
 }
 

@@ -126,8 +126,10 @@ private:
     };
     static constexpr std::size_t kMaxDecodeJobs = 4;
 
+    // y = x·Wᵀ (+ bias) as one job of the fused decode path; with `residual`, then
+    // residual += y on each task's rows (matmul_add).
     void matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
-                       const WeightVector* bias);
+                       const WeightVector* bias, float* residual = nullptr);
     // Prepares x[n, w.cols] for w's decode kernel into `s`.
     DecodeInput prepare_decode(const WeightMatrix& w, const float* x, std::int64_t n,
                                DecodeScratch& s);

@@ -208,16 +208,7 @@ void CpuBackend::matmul_add(const WeightMatrix& w, const float* a, std::int64_t 
         Backend::matmul_add(w, a, n, bias, residual, scratch);
         return;
     }
-    const WeightMatrix* matrices[] = {&w};
-    const DecodeInput* inputs[1] = {};
-    prepare_decode_inputs(matrices, a, n, inputs);
-    DecodeJob job;
-    job.w = &w;
-    job.y = scratch;
-    job.bias = bias;
-    job.in = inputs[0];
-    job.residual = residual;
-    run_decode_jobs({&job, 1}, a, n);
+    matmul_decode(w, a, n, scratch, bias, residual);
 }
 
 }  // namespace brigade::model::cpu

@@ -116,37 +116,64 @@ TEST(Origin, SeededRequestWithPenaltiesResumedGivesTheUninterruptedText) {
     expect_resume_gives_uninterrupted_text(request);
 }
 
+// A service routing to a one-stage pipeline of epoch 1 whose head the test stops: the
+// uninterrupted text of a 100-token request, then the same request started again and 10 pieces
+// into its stream, so a test can take the pipeline away mid-generation.
+class InterruptedRequest {
+public:
+    explicit InterruptedRequest(MeshServiceOptions options)
+        : service_(demo_frontend(), node_id(0), directory, sender_, {}, quiet_logger(), options) {
+        request_ = completion("Once upon a time, a little girl", 100);
+        request_.sampling.logit_bias = {{demo_frontend().stop_ids.front(), -100.0}};
+        first = make_head(1, nullptr);
+        directory.set(ActivePipeline{one_stage(1), first});
+    }
+    ~InterruptedRequest() {
+        if (second) second->stop(std::chrono::milliseconds(0));
+    }
+    // Empty on success, else what went wrong.
+    std::string start_both() {
+        whole = start(service_, request_);
+        if (!whole.sink->wait() || !whole.sink->final) return "the uninterrupted run failed";
+        running = start(service_, request_);
+        if (!TestMesh::wait_for([&] { return running.sink->deltas() >= 10; })) {
+            return "the second run did not stream";
+        }
+        return "";
+    }
+    // The next pipeline (epoch 2) commits.
+    void commit_second() {
+        second = make_head(2, nullptr);
+        directory.set(ActivePipeline{one_stage(2), second});
+        service_.on_pipeline_changed();
+    }
+    MeshCompletionService& service() { return service_; }
+
+    SwitchableDirectory directory;
+    std::shared_ptr<PipelineHead> first, second;
+    Started whole, running;
+
+private:
+    CapturingSender sender_;
+    api::CompletionRequest request_;
+    MeshCompletionService service_;
+};
+
 TEST(Origin, RequestWaitsForTheNewPlanWhenItsHeadStopsFirst) {
     // The head learns of the new plan (and stops) before this node does: the request waits for
     // on_pipeline_changed instead of failing, then resumes.
-    const auto& model = demo_frontend();
-    CapturingSender sender;
-    SwitchableDirectory directory;
     MeshServiceOptions options;
     options.resume_grace = std::chrono::seconds(30);
-    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
-                                  options);
-    auto request = completion("Once upon a time, a little girl", 100);
-    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
-
-    auto first = make_head(1, nullptr);
-    directory.set(ActivePipeline{one_stage(1), first});
-    auto whole = start(service, request);
-    ASSERT_TRUE(whole.sink->wait());
-    ASSERT_TRUE(whole.sink->final);
-
-    auto s = start(service, request);
-    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 10; }));
-    first->stop(std::chrono::milliseconds(0));
+    InterruptedRequest t(options);
+    ASSERT_EQ(t.start_both(), "");
+    t.first->stop(std::chrono::milliseconds(0));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    EXPECT_FALSE(s.sink->finished()) << "failed instead of waiting for the new plan";
-    auto second = make_head(2, nullptr);
-    directory.set(ActivePipeline{one_stage(2), second});
-    service.on_pipeline_changed();
-    ASSERT_TRUE(s.sink->wait());
-    ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
-    EXPECT_EQ(s.sink->content, whole.sink->content);
-    second->stop(std::chrono::milliseconds(0));
+    EXPECT_FALSE(t.running.sink->finished()) << "failed instead of waiting for the new plan";
+    t.commit_second();
+    ASSERT_TRUE(t.running.sink->wait());
+    ASSERT_TRUE(t.running.sink->final)
+        << (t.running.sink->error ? t.running.sink->error->message : "");
+    EXPECT_EQ(t.running.sink->content, t.whole.sink->content);
 }
 
 TEST(Origin, RequestWithoutANewPlanFailsAfterTheGrace) {
@@ -173,44 +200,28 @@ TEST(Origin, ParkedRequestOutwaitsTheGraceWhileAPlanIsBeingFormed) {
     // A slow re-plan (membership timeouts, stage loading on a busy machine) takes longer than
     // the grace for a head that heard first: while the mesh says a plan is coming, the request
     // waits for it (plan_wait), then resumes with the text of an uninterrupted run.
-    const auto& model = demo_frontend();
-    CapturingSender sender;
-    SwitchableDirectory directory;
     MeshServiceOptions options;
     options.resume_grace = std::chrono::milliseconds(200);
     options.plan_wait = std::chrono::seconds(30);
-    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger(),
-                                  options);
-    auto request = completion("Once upon a time, a little girl", 100);
-    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
-
-    auto first = make_head(1, nullptr);
-    directory.set(ActivePipeline{one_stage(1), first});
-    auto whole = start(service, request);
-    ASSERT_TRUE(whole.sink->wait());
-    ASSERT_TRUE(whole.sink->final);
-
-    auto s = start(service, request);
-    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 10; }));
-    directory.set_expected(true);
-    directory.set(std::nullopt);
-    service.on_pipeline_changed();  // re-planning: parked
-    first->stop(std::chrono::milliseconds(0));
+    InterruptedRequest t(options);
+    ASSERT_EQ(t.start_both(), "");
+    t.directory.set_expected(true);
+    t.directory.set(std::nullopt);
+    t.service().on_pipeline_changed();  // re-planning: parked
+    t.first->stop(std::chrono::milliseconds(0));
     // A request that arrives now is parked too.
-    auto late = start(service, completion("Once upon a time", 5));
+    auto late = start(t.service(), completion("Once upon a time", 5));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // 7× the grace
-    EXPECT_FALSE(s.sink->finished()) << "failed while a plan was still expected";
+    EXPECT_FALSE(t.running.sink->finished()) << "failed while a plan was still expected";
     EXPECT_FALSE(late.sink->finished()) << "refused while a plan was still expected";
-    auto second = make_head(2, nullptr);
-    directory.set_expected(false);
-    directory.set(ActivePipeline{one_stage(2), second});
-    service.on_pipeline_changed();
-    ASSERT_TRUE(s.sink->wait());
-    ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
-    EXPECT_EQ(s.sink->content, whole.sink->content);
+    t.directory.set_expected(false);
+    t.commit_second();
+    ASSERT_TRUE(t.running.sink->wait());
+    ASSERT_TRUE(t.running.sink->final)
+        << (t.running.sink->error ? t.running.sink->error->message : "");
+    EXPECT_EQ(t.running.sink->content, t.whole.sink->content);
     ASSERT_TRUE(late.sink->wait());
     EXPECT_TRUE(late.sink->final) << (late.sink->error ? late.sink->error->message : "");
-    second->stop(std::chrono::milliseconds(0));
 }
 
 TEST(Origin, ParkedRequestFailsAfterPlanWait) {
