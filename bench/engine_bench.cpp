@@ -17,8 +17,11 @@
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
-//                [--int8-activations]
+//                [--int8-activations] [--profile]
 //
+// --profile: decode cases also print where a step's time goes, op by op (bench/op_profile.hpp:
+// each weight shape's matmuls with their GB/s, attention, vector ops, time between ops); the
+// timing wrapper slows every op a little, so compare tok/s from runs without it.
 // --int8-activations: the CPU backend decodes (1-4 tokens) on q8/q4 weights with int8
 // activations (BackendOptions::cpu_int8_activations); formats are reported as "q8+int8".
 //
@@ -39,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/op_profile.hpp"
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
@@ -422,7 +426,7 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, double bandwidth_gbs, Result& r,
-              bool int8_activations = false) {
+              bool int8_activations, bool profile) {
     using namespace brigade::model;
     r.model = shape.name;
     r.format = int8_activations && format != "bf16" ? format + "+int8" : format;
@@ -442,7 +446,10 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     auto t0 = Clock::now();
     StageOptions so;
     so.max_context = max_context + n_decode + 64;
-    auto stage = Stage::load(dir, {0, shape.layers}, **backend, so);
+    // --profile: every op goes through the timing decorator (a little slower; see op_profile).
+    brigade::bench::OpProfile profiler(**backend);
+    Backend& engine_backend = profile ? static_cast<Backend&>(profiler) : **backend;
+    auto stage = Stage::load(dir, {0, shape.layers}, engine_backend, so);
     if (!stage) {
         std::fprintf(stderr, "load: %s\n", stage.error().message.c_str());
         return false;
@@ -491,12 +498,15 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     const int prompt = 512;
     if (!s.run_layers({entry(1, prompt_of(prompt, 0), 0)})) return false;
     double d0 = dispatches();
+    profiler.reset();
     t0 = Clock::now();
     for (int step = 0; step < n_decode; ++step) {
         auto o = s.run_layers({entry(1, {(step * 31) % shape.vocab}, prompt + step)});
         if (!o) return false;
     }
     const double t_tok = seconds_since(t0) / n_decode;
+    const std::string case_name = r.model + " " + r.format;
+    if (profile) profiler.print((case_name + ", decode, 1 sequence").c_str(), t_tok, n_decode);
     r.tg1_dispatches = (dispatches() - d0) / n_decode;
     r.tg1_tps = 1.0 / t_tok;
     r.tg1_context = prompt + n_decode / 2;
@@ -516,6 +526,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
             if (!s.run_layers({entry(10 + static_cast<std::uint64_t>(i), p, 0)})) return false;
         }
         d0 = dispatches();
+        profiler.reset();
         t0 = Clock::now();
         for (int step = 0; step < n_decode; ++step) {
             std::vector<SequenceBatchEntry> batch;
@@ -527,6 +538,10 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
             if (!s.run_layers(batch)) return false;
         }
         const double secs = seconds_since(t0) / n_decode;
+        if (profile) {
+            profiler.print((case_name + ", decode, " + std::to_string(b) + " sequences").c_str(),
+                           secs, n_decode);
+        }
         for (int i = 0; i < b; ++i) s.kv_cache().release(10 + static_cast<std::uint64_t>(i));
         const double t_bound =
             std::max(r.weight_bytes / bw, rate512 > 0 ? b * 2.0 * params / (rate512 * 1e9) : 0.0);
@@ -659,7 +674,7 @@ int main(int argc, char** argv) {
     std::string models = "qwen2.5-0.5b,llama-3.2-1b", formats = "bf16,q8,q4", backend = "cpu";
     std::string dir_arg, json_path, prompts_arg = "512,4096", contexts_arg = "8192,32768";
     int threads = 0, n_decode = 32, layers = 0;
-    bool keep = false, int8_activations = false;
+    bool keep = false, int8_activations = false, profile = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -693,12 +708,14 @@ int main(int argc, char** argv) {
             keep = true;
         else if (a == "--int8-activations")
             int8_activations = true;
+        else if (a == "--profile")
+            profile = true;
         else {
             std::fprintf(stderr,
                          "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
                          "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
                          "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
-                         "[--keep] [--json FILE] [--int8-activations]\n");
+                         "[--keep] [--json FILE] [--int8-activations] [--profile]\n");
             return 2;
         }
     }
@@ -736,7 +753,7 @@ int main(int argc, char** argv) {
             }
             Result r;
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, bwn, r,
-                          int8_activations)) {
+                          int8_activations, profile)) {
                 return 1;
             }
             results.push_back(r);

@@ -3,6 +3,7 @@
 //
 //   memory read bandwidth   multi-threaded streaming read of 1 GiB, best of passes with and
 //                           without software prefetch                         -> GB/s
+//   fork-join               one empty parallel region of the thread pool       -> µs
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
 //                           (quantized: the grouped f32 kernel that serving uses, the plain
 //                           fused kernel, the opt-in int16-activation kernel and the opt-in
@@ -357,6 +358,28 @@ int main(int argc, char** argv) {
     const double bandwidth = measure_read_bandwidth(bw_pool, bw_bytes, opt.quick ? 4 : 8);
     report({"memory read bandwidth", bandwidth, "GB/s", 0, ""});
 
+    // What one parallel region costs with no work in it: the fork-join a decode step pays per
+    // op (a hundred or more per token), one task per thread and four per thread.
+    for (const int per_thread : {1, 4}) {
+        const std::string name =
+            per_thread == 1 ? "fork-join, 1 task per thread" : "fork-join, 4 tasks per thread";
+        if (!wanted(opt, name)) continue;
+        const int calls = opt.quick ? 20000 : 100000;
+        std::vector<std::int64_t> sink(static_cast<std::size_t>(n_threads) * 16);
+        double best = 1e9;
+        for (int round = 0; round < 3; ++round) {
+            const auto t0 = Clock::now();
+            for (int c = 0; c < calls; ++c) {
+                bw_pool.parallel_for(std::int64_t{n_threads} * per_thread,
+                                     [&](std::int64_t task, int thread) {
+                                         sink[static_cast<std::size_t>(thread) * 16] += task;
+                                     });
+            }
+            best = std::min(best, seconds_since(t0) / calls);
+        }
+        report({name, best * 1e6, "µs", 0, ""});
+    }
+
     const std::vector<Format> formats = {
         {"bf16", DType::kBF16, 0}, {"q8g64", DType::kU32, 8}, {"q4g64", DType::kU32, 4}};
     const std::vector<Shape> decode_shapes = {
@@ -499,13 +522,23 @@ int main(int argc, char** argv) {
         std::string model;
         std::int64_t n_heads, n_kv_heads, head_dim;
     };
+    // Short contexts are bound by fixed costs (the fork-join, the merge of key splits), so
+    // they also run with smaller minimum splits beside the default, and report µs per call.
+    std::vector<std::pair<std::unique_ptr<CpuBackend>, std::string>> split_backends;
+    for (const std::int64_t min_keys : {64, 32}) {
+        CpuTuning t = grouped;
+        t.min_keys_per_split = min_keys;
+        split_backends.emplace_back(std::make_unique<CpuBackend>(BackendOptions{opt.threads}, t),
+                                    " [min keys " + std::to_string(min_keys) + "]");
+    }
     for (const auto& a : {AttnShape{"qwen0.5b", 14, 2, 64}, AttnShape{"llama1b", 32, 8, 64}}) {
-        for (std::int64_t n_kv : {std::int64_t{4096}, std::int64_t{8192}, std::int64_t{32768}}) {
+        for (std::int64_t n_kv :
+             {std::int64_t{512}, std::int64_t{4096}, std::int64_t{8192}, std::int64_t{32768}}) {
             const std::string name = "attention decode " + a.model + " ctx " + std::to_string(n_kv);
             if (!wanted(opt, name)) continue;
             const auto kv_elems = static_cast<std::size_t>(n_kv * a.n_kv_heads * a.head_dim);
             const double bytes = 2.0 * static_cast<double>(kv_elems) * 4.0;
-            const int n_copies = copies_for(bytes, min_bytes);
+            const int n_copies = opt.hot ? 1 : copies_for(bytes, min_bytes);
             std::vector<std::vector<float>> ks, vs;
             ks.push_back(random_activations(kv_elems, rng));
             vs.push_back(random_activations(kv_elems, rng));
@@ -526,17 +559,26 @@ int main(int argc, char** argv) {
             args.head_dim = a.head_dim;
             args.q_pos0 = n_kv - 1;
             args.scale = 0.125f;
-            double best = 1e30;
-            for (int r = 0; r < (opt.quick ? 3 : 8); ++r) {
-                const auto t0 = Clock::now();
-                for (int i = 0; i < n_copies; ++i) {
-                    args.k = ks[static_cast<std::size_t>(i)].data();
-                    args.v = vs[static_cast<std::size_t>(i)].data();
-                    backend.attention(args);
+            auto time_attention = [&](CpuBackend& b) {
+                double best = 1e30;
+                for (int r = 0; r < (opt.quick ? 3 : 8); ++r) {
+                    const auto t0 = Clock::now();
+                    for (int i = 0; i < n_copies; ++i) {
+                        args.k = ks[static_cast<std::size_t>(i)].data();
+                        args.v = vs[static_cast<std::size_t>(i)].data();
+                        b.attention(args);
+                    }
+                    if (r > 0) best = std::min(best, seconds_since(t0) / n_copies);
                 }
-                if (r > 0) best = std::min(best, seconds_since(t0) / n_copies);
-            }
+                return best;
+            };
+            const double best = time_attention(backend);
             report({name, bytes / best / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+            if (n_kv > 4096) continue;
+            report({name + " per call", best * 1e6, "µs", 0, ""});
+            for (auto& [b, label] : split_backends) {
+                report({name + label + " per call", time_attention(*b) * 1e6, "µs", 0, ""});
+            }
         }
     }
 

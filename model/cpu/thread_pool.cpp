@@ -13,13 +13,21 @@ namespace {
 // of one decode step, far shorter than the gap between two requests.
 constexpr int kSpinIterations = 2000;
 
-constexpr int kIndexBits = 22;
-constexpr std::uint64_t kFieldMask = (std::uint64_t{1} << kIndexBits) - 1;
-constexpr int kGenShift = 2 * kIndexBits;
+constexpr int kCountBits = 24;
+constexpr std::uint64_t kCountMask = (std::uint64_t{1} << kCountBits) - 1;
+constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - kCountBits)) - 1;
 
-std::uint64_t gen_of(std::uint64_t job) { return job >> kGenShift; }
-std::uint64_t count_of(std::uint64_t job) { return (job >> kIndexBits) & kFieldMask; }
-std::uint64_t index_of(std::uint64_t job) { return job & kFieldMask; }
+std::uint64_t gen_of(std::uint64_t word) { return word >> kCountBits; }
+std::uint64_t count_of(std::uint64_t word) { return word & kCountMask; }
+std::uint64_t make_word(std::uint64_t gen, std::uint64_t count) {
+    return (gen << kCountBits) | count;
+}
+
+// Tasks [begin, end) of lane `lane` when n tasks are cut into n_lanes contiguous blocks whose
+// sizes differ by at most one.
+std::uint64_t lane_begin(std::uint64_t n, int lane, int n_lanes) {
+    return n * static_cast<std::uint64_t>(lane) / static_cast<std::uint64_t>(n_lanes);
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -35,6 +43,9 @@ ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) {
         n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     }
+    n_threads_ = n_threads;
+    lanes_ = std::vector<Lane>(static_cast<std::size_t>(n_threads));
+    done_ = std::vector<Done>(static_cast<std::size_t>(n_threads));
     workers_.reserve(static_cast<std::size_t>(n_threads - 1));
     for (int t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }
@@ -48,18 +59,45 @@ ThreadPool::~ThreadPool() {
     for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work_on(std::uint64_t gen, int thread) {
-    std::uint64_t job = job_.load(std::memory_order_acquire);
+std::int64_t ThreadPool::claim(std::uint64_t job, int lane) {
+    const std::uint64_t gen = gen_of(job);
+    const std::uint64_t n = count_of(job);
+    const std::uint64_t begin = lane_begin(n, lane, n_threads_);
+    const std::uint64_t size = lane_begin(n, lane + 1, n_threads_) - begin;
+    if (size == 0) return -1;
+    std::atomic<std::uint64_t>& word = lanes_[static_cast<std::size_t>(lane)].claimed;
+    std::uint64_t seen = word.load(std::memory_order_acquire);
     for (;;) {
-        if (gen_of(job) != gen || index_of(job) >= count_of(job)) return;
-        if (!job_.compare_exchange_weak(job, job + 1, std::memory_order_acq_rel,
-                                        std::memory_order_acquire)) {
-            continue;  // `job` was reloaded
+        std::uint64_t taken = 0;
+        if (gen_of(seen) == gen) {
+            taken = count_of(seen);
+            if (taken >= size) return -1;
+        } else if (job_.load(std::memory_order_acquire) != job) {
+            // The lane holds another generation and the job is no longer current: this
+            // thread is late, the job it saw has completed. (While the job is current, a lane
+            // it has tasks in cannot have moved to a newer generation.)
+            return -1;
         }
-        fn_(ctx_, first_task_ + static_cast<std::int64_t>(index_of(job)), thread);
-        n_done_.fetch_add(1, std::memory_order_release);
-        job = job_.load(std::memory_order_acquire);
+        // While `job` is current and this lane not yet claimed in it, the compare-and-swap
+        // below succeeds only if nobody touched the lane since `seen`.
+        if (word.compare_exchange_weak(seen, make_word(gen, taken + 1), std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+            return static_cast<std::int64_t>(begin + taken);
+        }
     }
+}
+
+std::uint64_t ThreadPool::work_on(std::uint64_t job, int thread) {
+    // Own lane first, then the others' in turn: the threads' steals start at different lanes.
+    std::uint64_t n_ran = 0;
+    for (int k = 0; k < n_threads_; ++k) {
+        const int lane = (thread + k) % n_threads_;
+        for (std::int64_t task = claim(job, lane); task >= 0; task = claim(job, lane)) {
+            fn_(ctx_, first_task_ + task, thread);
+            ++n_ran;
+        }
+    }
+    return n_ran;
 }
 
 void ThreadPool::run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* ctx) {
@@ -73,16 +111,26 @@ void ThreadPool::run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* 
     fn_ = fn;
     ctx_ = ctx;
     first_task_ = first;
-    n_done_.store(0, std::memory_order_relaxed);
-    const std::uint64_t gen = (gen_of(job_.load(std::memory_order_relaxed)) + 1) & kFieldMask;
-    job_.store((gen << kGenShift) | (static_cast<std::uint64_t>(n_tasks) << kIndexBits),
-               std::memory_order_release);
-    {
+    const std::uint64_t gen = (gen_of(job_.load(std::memory_order_relaxed)) + 1) & kGenMask;
+    const std::uint64_t job = make_word(gen, static_cast<std::uint64_t>(n_tasks));
+    // seq_cst store and load, paired with the sleeper's seq_cst increment then predicate
+    // check: either the sleeper sees this job or this caller sees the sleeper and wakes it.
+    // The mutex is taken only then, so a busy pool publishes a job with one store.
+    job_.store(job, std::memory_order_seq_cst);
+    if (n_sleeping_.load(std::memory_order_seq_cst) > 0) {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (n_sleeping_ > 0) wake_.notify_all();
+        wake_.notify_all();
     }
-    work_on(gen, 0);
-    for (int spins = 0; n_done_.load(std::memory_order_acquire) != n_tasks; ++spins) {
+    const std::uint64_t mine = work_on(job, 0);
+    const auto total = static_cast<std::uint64_t>(n_tasks);
+    for (int spins = 0;; ++spins) {
+        std::uint64_t done = mine;
+        for (int t = 1; t < n_threads_; ++t) {
+            const std::uint64_t w =
+                done_[static_cast<std::size_t>(t)].word.load(std::memory_order_acquire);
+            if (gen_of(w) == gen) done += count_of(w);
+        }
+        if (done == total) return;
         if (spins < kSpinIterations) {
             cpu_relax();
         } else {
@@ -92,22 +140,30 @@ void ThreadPool::run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* 
 }
 
 void ThreadPool::worker_loop(int thread) {
-    std::uint64_t seen = 0;
+    std::uint64_t seen = job_.load(std::memory_order_acquire);
     for (;;) {
+        // seq_cst: after the sleeper's increment of n_sleeping_, see run().
         auto is_new = [&] {
-            return gen_of(job_.load(std::memory_order_acquire)) != seen ||
+            return job_.load(std::memory_order_seq_cst) != seen ||
                    stop_.load(std::memory_order_acquire);
         };
         for (int spins = 0; !is_new() && spins < kSpinIterations; ++spins) cpu_relax();
         if (!is_new()) {
             std::unique_lock<std::mutex> lock(mutex_);
-            ++n_sleeping_;
+            n_sleeping_.fetch_add(1, std::memory_order_seq_cst);
             wake_.wait(lock, is_new);
-            --n_sleeping_;
+            n_sleeping_.fetch_sub(1, std::memory_order_relaxed);
         }
         if (stop_.load(std::memory_order_acquire)) return;
-        seen = gen_of(job_.load(std::memory_order_acquire));
-        work_on(seen, thread);
+        seen = job_.load(std::memory_order_acquire);
+        const std::uint64_t n_ran = work_on(seen, thread);
+        // Only a thread that ran tasks reports, and it is the only writer of its word; the
+        // caller cannot start the next job before this store, so it never overwrites a count
+        // the caller still needs.
+        if (n_ran > 0) {
+            done_[static_cast<std::size_t>(thread)].word.store(make_word(gen_of(seen), n_ran),
+                                                               std::memory_order_release);
+        }
     }
 }
 
