@@ -525,7 +525,7 @@ int main(int argc, char** argv) {
     // Short contexts are bound by fixed costs (the fork-join, the merge of key splits), so
     // they also run with smaller minimum splits beside the default, and report µs per call.
     std::vector<std::pair<std::unique_ptr<CpuBackend>, std::string>> split_backends;
-    for (const std::int64_t min_keys : {64, 32}) {
+    for (const std::int64_t min_keys : {256, 32}) {
         CpuTuning t = grouped;
         t.min_keys_per_split = min_keys;
         split_backends.emplace_back(std::make_unique<CpuBackend>(BackendOptions{opt.threads}, t),

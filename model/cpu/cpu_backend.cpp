@@ -289,25 +289,55 @@ void CpuBackend::rms_norm(const float* x, const WeightVector& weight, std::int64
                     });
 }
 
-void CpuBackend::rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
-                      const std::int32_t* positions, std::span<const float> inv_freq,
-                      float attention_scaling) {
+void CpuBackend::prepare_rope_angles(std::span<const std::int32_t> positions,
+                                     std::span<const float> inv_freq, float attention_scaling) {
+    RopeAngles& r = rope_angles_;
+    // Compared by value, not by address: a freed and reallocated frequency table may reuse
+    // the address of another model's.
+    if (r.scaling == attention_scaling && std::ranges::equal(r.positions, positions) &&
+        std::ranges::equal(r.inv_freq, inv_freq)) {
+        return;
+    }
+    r.positions.assign(positions.begin(), positions.end());
+    r.inv_freq.assign(inv_freq.begin(), inv_freq.end());
+    r.scaling = attention_scaling;
     const auto n_freq = static_cast<std::int64_t>(inv_freq.size());
-    if (n_freq == 0 || n_tokens <= 0) return;
-    reserve_scratch(static_cast<std::size_t>(2 * n_freq));
-    auto rotate = [&](std::int64_t begin, std::int64_t end, int thread) {
-        float* cos_t = scratch_[static_cast<std::size_t>(thread)].data();
-        float* sin_t = cos_t + n_freq;
+    const auto n_tokens = static_cast<std::int64_t>(positions.size());
+    r.cos_sin.resize(static_cast<std::size_t>(2 * n_tokens * n_freq));
+    auto fill = [&](std::int64_t begin, std::int64_t end, int) {
         for (std::int64_t t = begin; t < end; ++t) {
+            float* cos_t = r.cos_sin.data() + 2 * t * n_freq;
+            float* sin_t = cos_t + n_freq;
             // Angles exactly as the reference computes them (f32 product, double cos/sin), so
             // long positions agree to the last bit.
-            const float pos = static_cast<float>(positions[t]);
+            const float pos = static_cast<float>(positions[static_cast<std::size_t>(t)]);
             for (std::int64_t i = 0; i < n_freq; ++i) {
                 const double theta =
                     static_cast<double>(pos * inv_freq[static_cast<std::size_t>(i)]);
                 cos_t[i] = static_cast<float>(std::cos(theta)) * attention_scaling;
                 sin_t[i] = static_cast<float>(std::sin(theta)) * attention_scaling;
             }
+        }
+    };
+    if (n_tokens * n_freq < kMinParallelElements) {
+        fill(0, n_tokens, 0);
+    } else {
+        parallel_ranges(n_tokens, 1, fill);
+    }
+}
+
+void CpuBackend::rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
+                      const std::int32_t* positions, std::span<const float> inv_freq,
+                      float attention_scaling) {
+    const auto n_freq = static_cast<std::int64_t>(inv_freq.size());
+    if (n_freq == 0 || n_tokens <= 0) return;
+    prepare_rope_angles({positions, static_cast<std::size_t>(n_tokens)}, inv_freq,
+                        attention_scaling);
+    const float* angles = rope_angles_.cos_sin.data();
+    auto rotate = [&](std::int64_t begin, std::int64_t end, int) {
+        for (std::int64_t t = begin; t < end; ++t) {
+            const float* cos_t = angles + 2 * t * n_freq;
+            const float* sin_t = cos_t + n_freq;
             for (std::int64_t h = 0; h < n_heads; ++h) {
                 float* xa = x + (t * n_heads + h) * head_dim;
                 float* xb = xa + n_freq;

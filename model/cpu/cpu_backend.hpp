@@ -45,8 +45,12 @@ struct CpuTuning {
     std::int64_t prefetch_bytes = 2048;
     // AVX-512: 4-bit decode rows go through a per-group lookup table (matmul_grouped.cpp).
     bool q4_lookup = true;
-    // A long context is split over several attention tiles once each still has this many keys.
-    std::int64_t min_keys_per_split = 256;
+    // A context is split over several attention tiles once each still has this many keys
+    // (divided by the KV heads a decode tile covers). Measured on a 16-core Xeon VM
+    // (kernels_bench --hot, bench/RESULTS.md session 4): 64 instead of 256 took a Qwen2.5-0.5B
+    // decode attention from 43-51 to 25-31 µs at 512 positions and from 118-185 to 91-94 µs at
+    // 4096 (4 -> 16 splits); Llama-3.2-1B shapes moved by -20%..+5%.
+    std::int64_t min_keys_per_split = 64;
 };
 
 class CpuBackend final : public Backend {
@@ -169,6 +173,19 @@ private:
     std::array<DecodeInput, kMaxDecodeJobs> decode_inputs_;
     // Chunk boundaries of run_decode_jobs as (job, row) pairs; reused across calls.
     std::vector<std::int64_t> chunk_job_, chunk_row_;
+    // The cos/sin of the last rope call: q and k of every layer of a step rotate by the same
+    // positions, so the angles (a double cos and sin per pair, the bulk of rope's time for
+    // short inputs) are computed once per step instead of twice per layer.
+    struct RopeAngles {
+        std::vector<std::int32_t> positions;
+        std::vector<float> inv_freq;
+        float scaling = 0.0f;
+        std::vector<float> cos_sin;  // [token][cos of every pair, then sin of every pair]
+    };
+    RopeAngles rope_angles_;
+    // Makes rope_angles_ hold the angles of these positions and frequencies.
+    void prepare_rope_angles(std::span<const std::int32_t> positions,
+                             std::span<const float> inv_freq, float attention_scaling);
 };
 
 // out[i] = silu(gate[i]) * up[i] for i in [begin, end), every element through the SIMD path

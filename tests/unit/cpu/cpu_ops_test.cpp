@@ -80,6 +80,36 @@ TEST(CpuOps, RopeMatchesReferenceBitForBit) {
     }
 }
 
+// The CPU backend keeps the angles of its last rope call (q and k of every layer share them):
+// a call whose positions, frequencies or scaling differ in any one respect must not reuse them,
+// and one that matches must give the same floats as a fresh computation.
+TEST(CpuOps, RopeRecomputesAnglesWhenPositionsFrequenciesOrScalingChange) {
+    auto ref = reference();
+    CpuBackend cpu(BackendOptions{2}, CpuTuning{});
+    const std::int64_t n_heads = 2, head_dim = 8;
+    const std::vector<float> freq_a = {1.0f, 0.1f, 0.01f, 0.001f};
+    const std::vector<float> freq_b = {1.0f, 0.1f, 0.01f, 0.002f};
+    const std::vector<std::int32_t> pos_a = {5, 6, 7};
+    const std::vector<std::int32_t> pos_b = {5, 6, 8};
+    struct Call {
+        const std::vector<std::int32_t>* pos;
+        const std::vector<float>* freq;
+        float scaling;
+    };
+    const Call calls[] = {{&pos_a, &freq_a, 1.0f}, {&pos_a, &freq_a, 1.0f},
+                          {&pos_b, &freq_a, 1.0f}, {&pos_b, &freq_b, 1.0f},
+                          {&pos_b, &freq_b, 0.5f}, {&pos_a, &freq_a, 1.0f}};
+    int i = 0;
+    for (const Call& c : calls) {
+        const auto n_tokens = static_cast<std::int64_t>(c.pos->size());
+        auto x = test::random_floats(static_cast<std::size_t>(n_tokens * n_heads * head_dim), 4);
+        auto want = x;
+        ref->rope(want.data(), n_tokens, n_heads, head_dim, c.pos->data(), *c.freq, c.scaling);
+        cpu.rope(x.data(), n_tokens, n_heads, head_dim, c.pos->data(), *c.freq, c.scaling);
+        expect_all_near(x, want, 1e-6, 1e-6, "rope call " + std::to_string(i++));
+    }
+}
+
 struct AttnCase {
     std::int64_t n_q, n_kv, n_heads, n_kv_heads, head_dim, q_pos0;
 };
