@@ -146,13 +146,19 @@ public:
         }
         std::string text = header.dump();
         while (text.size() % 8 != 0) text.push_back(' ');
-        std::ofstream out(dir / "model.safetensors", std::ios::binary | std::ios::trunc);
-        std::uint64_t n = text.size();
-        char len[8];
-        for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-        out.write(len, 8);
-        out.write(text.data(), static_cast<std::streamsize>(text.size()));
-        emit(out);
+        // Written under a temporary name and renamed when complete: a run killed mid-write
+        // (a time limit) must not leave a truncated file that the next run takes as done.
+        const auto partial = dir / "model.safetensors.partial";
+        {
+            std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+            std::uint64_t n = text.size();
+            char len[8];
+            for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+            out.write(len, 8);
+            out.write(text.data(), static_cast<std::streamsize>(text.size()));
+            emit(out);
+        }
+        std::filesystem::rename(partial, dir / "model.safetensors");
     }
 
 private:

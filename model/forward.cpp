@@ -1,7 +1,6 @@
 #include "model/forward.hpp"
 
 #include <cmath>
-#include <set>
 #include <string>
 
 namespace brigade::model {
@@ -125,24 +124,32 @@ float* Stage::scratch(int slot, std::size_t n_floats) {
 Result<void> Stage::validate_batch(const std::vector<SequenceBatchEntry>& batch,
                                    std::span<const float> hidden_in) const {
     if (batch.empty()) return make_error(errc::invalid_argument, "run_layers: empty batch");
-    std::set<std::uint64_t> ids;
     std::int64_t total = 0;
-    for (const auto& e : batch) {
-        const std::string who = "sequence " + std::to_string(e.seq_id);
-        if (!ids.insert(e.seq_id).second) {
-            return make_error(errc::invalid_argument, who + " appears twice in one batch");
+    // Checked without allocating (a decode step allocates nothing): batches are a few dozen
+    // sequences at most, so the quadratic scan costs less than building a set.
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        for (std::size_t j = i + 1; j < batch.size(); ++j) {
+            if (batch[i].seq_id == batch[j].seq_id) {
+                return make_error(
+                    errc::invalid_argument,
+                    "sequence " + std::to_string(batch[i].seq_id) + " appears twice in one batch");
+            }
         }
+    }
+    for (const auto& e : batch) {
+        // Only built when there is an error to report.
+        auto who = [&e] { return "sequence " + std::to_string(e.seq_id); };
         if (e.n_tokens <= 0) {
-            return make_error(errc::invalid_argument, who + ": n_tokens must be positive");
+            return make_error(errc::invalid_argument, who() + ": n_tokens must be positive");
         }
         if (e.pos0 != kv_->length(e.seq_id)) {
             return make_error(errc::out_of_range,
-                              who + ": pos0 is " + std::to_string(e.pos0) + " but this stage has " +
-                                  std::to_string(kv_->length(e.seq_id)) +
+                              who() + ": pos0 is " + std::to_string(e.pos0) +
+                                  " but this stage has " + std::to_string(kv_->length(e.seq_id)) +
                                   " positions cached (truncate the cache first)");
         }
         if (static_cast<std::int64_t>(e.pos0) + e.n_tokens > kv_->limits().max_positions) {
-            return make_error(errc::out_of_range, who + ": positions up to " +
+            return make_error(errc::out_of_range, who() + ": positions up to " +
                                                       std::to_string(e.pos0 + e.n_tokens) +
                                                       " exceed the context limit of " +
                                                       std::to_string(kv_->limits().max_positions));
@@ -151,15 +158,15 @@ Result<void> Stage::validate_batch(const std::vector<SequenceBatchEntry>& batch,
             if (static_cast<std::int64_t>(e.tokens.size()) != e.n_tokens) {
                 return make_error(
                     errc::invalid_argument,
-                    who + ": " + std::to_string(e.tokens.size()) +
+                    who() + ": " + std::to_string(e.tokens.size()) +
                         " token ids given for n_tokens = " + std::to_string(e.n_tokens));
             }
             for (auto id : e.tokens) {
                 if (id < 0 || id >= config_.vocab_size) {
-                    return make_error(errc::out_of_range, who + ": token id " + std::to_string(id) +
-                                                              " is outside the vocabulary [0, " +
-                                                              std::to_string(config_.vocab_size) +
-                                                              ")");
+                    return make_error(errc::out_of_range,
+                                      who() + ": token id " + std::to_string(id) +
+                                          " is outside the vocabulary [0, " +
+                                          std::to_string(config_.vocab_size) + ")");
                 }
             }
         }
@@ -180,10 +187,18 @@ Result<void> Stage::validate_batch(const std::vector<SequenceBatchEntry>& batch,
 
 Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& batch,
                                       std::span<const float> hidden_in) {
+    StageOutput out;
+    if (auto r = run_layers(batch, hidden_in, out); !r) return r.error();
+    return out;
+}
+
+Result<void> Stage::run_layers(const std::vector<SequenceBatchEntry>& batch,
+                               std::span<const float> hidden_in, StageOutput& out) {
     if (auto r = validate_batch(batch, hidden_in); !r) return r.error();
     const auto hidden = static_cast<std::int64_t>(config_.hidden_size);
 
-    std::vector<std::int64_t> row0(batch.size());
+    std::vector<std::int64_t>& row0 = row0_;
+    row0.resize(batch.size());
     std::int64_t n_rows = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
         row0[i] = n_rows;
@@ -216,8 +231,8 @@ Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& bat
     }
 
     if (is_head()) {
-        std::vector<std::int32_t> ids;
-        ids.reserve(T);
+        std::vector<std::int32_t>& ids = ids_;
+        ids.clear();
         for (const auto& e : batch) ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
         backend_.embed(weights_.embed, ids, x);
     } else {
@@ -228,18 +243,23 @@ Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& bat
         kv_->set_length(e.seq_id, static_cast<std::int64_t>(e.pos0) + e.n_tokens);
     }
 
-    StageOutput out;
     const std::size_t row_bytes = static_cast<std::size_t>(hidden) * sizeof(float);
     if (!is_tail()) {
         out.hidden.resize(T * static_cast<std::size_t>(hidden));
+        out.logits.clear();
+        out.logits_row0.clear();
+        out.n_logit_rows = 0;
+        out.vocab = 0;
         backend_.read(scratch_[kResidual], 0, out.hidden.data(), T * row_bytes);
         backend_.synchronize();
-        return out;
+        return {};
     }
 
     // Gather the rows that need logits (the last token of each entry, or all of them).
+    out.hidden.clear();
     out.logits_row0.resize(batch.size());
-    std::vector<std::int64_t> rows;
+    std::vector<std::int64_t>& rows = logit_rows_;
+    rows.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         out.logits_row0[i] = static_cast<std::int64_t>(rows.size());
         const auto& e = batch[i];
@@ -252,7 +272,8 @@ Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& bat
     float* tail_rows = x;
     if (R != n_rows) {
         tail_rows = scratch(kTailRows, static_cast<std::size_t>(R * hidden));
-        std::vector<float> staging(static_cast<std::size_t>(hidden));
+        std::vector<float>& staging = row_staging_;
+        staging.resize(static_cast<std::size_t>(hidden));
         for (std::int64_t r = 0; r < R; ++r) {
             backend_.read(scratch_[kResidual], static_cast<std::size_t>(rows[r]) * row_bytes,
                           staging.data(), row_bytes);
@@ -269,7 +290,7 @@ Result<StageOutput> Stage::run_layers(const std::vector<SequenceBatchEntry>& bat
     out.logits.resize(static_cast<std::size_t>(R * vocab));
     backend_.read(scratch_[kLogits], 0, out.logits.data(), out.logits.size() * sizeof(float));
     backend_.synchronize();
-    return out;
+    return {};
 }
 
 void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,

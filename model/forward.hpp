@@ -75,6 +75,10 @@ public:
 
     Result<StageOutput> run_layers(const std::vector<SequenceBatchEntry>& batch,
                                    std::span<const float> hidden_in = {});
+    // The same, writing into `out` and reusing its vectors: in steady-state decode (KV cache
+    // capacity and scratch already grown, `out` reused) a step allocates no memory at all.
+    Result<void> run_layers(const std::vector<SequenceBatchEntry>& batch,
+                            std::span<const float> hidden_in, StageOutput& out);
 
     const ModelConfig& config() const { return config_; }
     LayerRange range() const { return weights_.range; }
@@ -102,6 +106,11 @@ private:
     std::unique_ptr<KvCache> kv_;
     std::vector<DeviceBuffer> scratch_;
     std::vector<std::int32_t> positions_;  // [total_tokens] host
+    // Per-step host vectors, kept so that a step reuses their memory.
+    std::vector<std::int64_t> row0_;        // first row of each batch entry
+    std::vector<std::int32_t> ids_;         // head: the batch's token ids
+    std::vector<std::int64_t> logit_rows_;  // tail: rows that need logits
+    std::vector<float> row_staging_;        // tail: one hidden row on its way to kTailRows
 };
 
 }  // namespace brigade::model

@@ -41,10 +41,15 @@ Result<GenerateResult> generate(Stage& stage, std::uint64_t seq_id,
         }
     }
 
+    // Reused across steps, so that a decode step allocates nothing once they have grown.
+    Sampler sampler;
+    StageOutput out;
+    std::vector<SequenceBatchEntry> batch(1);
+    result.tokens.reserve(static_cast<std::size_t>(std::max(0, options.max_new_tokens)));
     for (int step = 0; step < options.max_new_tokens; ++step) {
         const TokenHistory history{prompt, result.tokens};
         const SampledToken t =
-            sample_token(logits, options.sampling, history, static_cast<std::uint64_t>(step));
+            sampler.sample(logits, options.sampling, history, static_cast<std::uint64_t>(step));
         result.tokens.push_back(t.token);
         const bool is_stop = std::find(options.stop_ids.begin(), options.stop_ids.end(), t.token) !=
                              options.stop_ids.end();
@@ -60,14 +65,13 @@ Result<GenerateResult> generate(Stage& stage, std::uint64_t seq_id,
             return result;
         }
         if (step + 1 == options.max_new_tokens) break;
-        SequenceBatchEntry e;
+        SequenceBatchEntry& e = batch[0];
         e.seq_id = seq_id;
         e.pos0 = static_cast<std::int32_t>(kv.length(seq_id));
         e.n_tokens = 1;
-        e.tokens = {t.token};
-        auto out = stage.run_layers({e});
-        if (!out) return out.error();
-        auto row = out->last_row(0, e);
+        e.tokens.assign(1, t.token);
+        if (auto r = stage.run_layers(batch, {}, out); !r) return r.error();
+        auto row = out.last_row(0, e);
         logits.assign(row.begin(), row.end());
     }
     result.finish = FinishReason::kLength;

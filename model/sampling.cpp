@@ -7,6 +7,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "model/logit_math.hpp"
+
 namespace brigade::model {
 namespace {
 
@@ -15,15 +17,6 @@ std::uint64_t splitmix64(std::uint64_t x) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
-}
-
-std::int32_t argmax(std::span<const float> x) {
-    // First maximum, as torch.argmax: ties go to the lowest id.
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < x.size(); ++i) {
-        if (x[i] > x[best]) best = i;
-    }
-    return static_cast<std::int32_t>(best);
 }
 
 }  // namespace
@@ -99,84 +92,168 @@ std::vector<float> log_softmax(std::span<const float> x) {
     return out;
 }
 
-SampledToken sample_token(std::span<const float> logits, const SamplingParams& p,
-                          const TokenHistory& history, std::uint64_t step) {
-    const std::vector<float> processed = process_logits(logits, p, history);
+std::span<const float> Sampler::processed(std::span<const float> logits, const SamplingParams& p,
+                                          const TokenHistory& history) {
+    const bool repetition = p.repetition_penalty != 1.0f;
+    const bool presence = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+    const bool temperature = !p.greedy() && p.temperature != 1.0f;
+    if (!repetition && !presence && !temperature) return logits;
+    // The same operations as process_logits, without its allocations.
+    processed_.assign(logits.begin(), logits.end());
+    const auto vocab = static_cast<std::int32_t>(processed_.size());
+    auto in_vocab = [&](std::int32_t t) { return t >= 0 && t < vocab; };
+    if (repetition) {
+        ids_.clear();
+        for (auto part : {history.prompt, history.generated}) {
+            for (std::int32_t t : part) {
+                if (in_vocab(t)) ids_.push_back(t);
+            }
+        }
+        std::sort(ids_.begin(), ids_.end());
+        ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+        for (std::int32_t t : ids_) {
+            float& l = processed_[static_cast<std::size_t>(t)];
+            l = l < 0.0f ? l * p.repetition_penalty : l / p.repetition_penalty;
+        }
+    }
+    if (presence) {
+        ids_.clear();
+        for (std::int32_t t : history.generated) {
+            if (in_vocab(t)) ids_.push_back(t);
+        }
+        std::sort(ids_.begin(), ids_.end());
+        for (std::size_t i = 0; i < ids_.size();) {
+            std::size_t j = i;
+            while (j < ids_.size() && ids_[j] == ids_[i]) ++j;
+            processed_[static_cast<std::size_t>(ids_[i])] -=
+                p.presence_penalty + p.frequency_penalty * static_cast<float>(j - i);
+            i = j;
+        }
+    }
+    if (temperature) {
+        for (float& l : processed_) l /= p.temperature;
+    }
+    return processed_;
+}
+
+SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams& p,
+                             const TokenHistory& history, std::uint64_t step) {
     SampledToken result;
-    if (processed.empty()) return result;
-    const float max = *std::max_element(processed.begin(), processed.end());
-    double sum = 0.0;
-    for (float v : processed) sum += std::exp(static_cast<double>(v) - max);
-    const double log_z = static_cast<double>(max) + std::log(sum);
-    auto logprob_of = [&](std::int32_t t) {
-        return static_cast<float>(static_cast<double>(processed[static_cast<std::size_t>(t)]) -
-                                  log_z);
+    if (logits.empty()) return result;
+    const std::span<const float> x = processed(logits, p, history);
+    const LogitStats stats = logit_stats(x);
+    const double max = stats.max;
+    const double log_z = max + std::log(stats.sum_exp);
+    auto logit = [&](std::int32_t t) {
+        return static_cast<double>(x[static_cast<std::size_t>(t)]);
     };
     if (p.greedy()) {
-        result.token = argmax(processed);
-        result.logprob = logprob_of(result.token);
+        result.token = static_cast<std::int32_t>(stats.argmax);
+        result.logprob = static_cast<float>(logit(result.token) - log_z);
         return result;
     }
 
-    // Candidates by descending logit, ties by ascending id, so the order is deterministic.
-    std::vector<std::int32_t> order(processed.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::size_t keep = order.size();
-    if (p.top_k > 0 && static_cast<std::size_t>(p.top_k) < keep) keep = p.top_k;
+    // Candidates by descending logit, ties by ascending id (the reference's order), sorted
+    // only as far as the draw needs. Those within kSortSpan of the max are moved to the front
+    // (the "head"); the rest are each under e^-20 of the top token's probability. Both parts
+    // are sorted lazily, in blocks that double, as the walks below reach them: the draw
+    // usually stops within the first few dozen tokens, and sorting all 150k took ~25 ms.
+    constexpr float kSortSpan = 20.0f;
+    const std::size_t n = x.size();
+    order_.resize(n);
+    std::size_t head = 0;
+    std::size_t tail = n;
+    const float near = stats.max - kSortSpan;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (x[i] >= near) {
+            order_[head++] = static_cast<std::int32_t>(i);
+        } else {
+            order_[--tail] = static_cast<std::int32_t>(i);
+        }
+    }
     auto by_logit = [&](std::int32_t a, std::int32_t b) {
-        const float la = processed[static_cast<std::size_t>(a)];
-        const float lb = processed[static_cast<std::size_t>(b)];
+        const float la = x[static_cast<std::size_t>(a)];
+        const float lb = x[static_cast<std::size_t>(b)];
         return la != lb ? la > lb : a < b;
     };
-    if (keep < order.size()) {
-        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep),
-                          order.end(), by_logit);
-        order.resize(keep);
-    } else {
-        std::sort(order.begin(), order.end(), by_logit);
+    const auto at = [&](std::size_t i) { return order_.begin() + static_cast<std::ptrdiff_t>(i); };
+    std::size_t n_candidates = n;
+    std::size_t sorted = 0;  // order_[0, sorted) is in final order and precedes the rest
+    if (p.top_k > 0 && static_cast<std::size_t>(p.top_k) < n) {
+        // Top-k survivors, sorted (from the head alone when it holds k of them).
+        n_candidates = static_cast<std::size_t>(p.top_k);
+        std::partial_sort(at(0), at(n_candidates), at(head >= n_candidates ? head : n), by_logit);
+        sorted = n_candidates;
     }
-    // Probabilities of the top-k survivors (renormalized, as HF's softmax over masked scores).
-    std::vector<double> probs(order.size());
-    double total = 0.0;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-        probs[i] =
-            std::exp(static_cast<double>(processed[static_cast<std::size_t>(order[i])]) - max);
-        total += probs[i];
+    auto sort_through = [&](std::size_t i) {  // makes order_[i] final
+        if (i < sorted) return;
+        // Every head entry precedes every tail entry, so each part is selected on its own.
+        const std::size_t part_end = i < head ? head : n_candidates;
+        const std::size_t target = std::min(part_end, std::max(i + 1, 2 * sorted + 64));
+        if (target < part_end) std::nth_element(at(sorted), at(target), at(part_end), by_logit);
+        std::sort(at(sorted), at(target), by_logit);
+        sorted = target;
+    };
+    // The reference normalizes over the candidates: top-k's renormalized softmax, or the
+    // whole row (whose sum logit_stats already has).
+    double total = stats.sum_exp;
+    if (n_candidates < n) {
+        total = 0.0;
+        for (std::size_t i = 0; i < n_candidates; ++i) total += std::exp(logit(order_[i]) - max);
     }
-    for (double& v : probs) v /= total;
-    // top-p: the smallest prefix whose mass reaches top_p (at least one token).
-    if (p.top_p < 1.0f) {
+    auto prob = [&](std::size_t i) { return std::exp(logit(order_[i]) - max) / total; };
+
+    const double u = uniform_draw(p.seed, step);
+    if (n_candidates == n && p.top_p >= 1.0f && p.min_p <= 0.0f) {
+        // Nothing filtered: the kept mass is 1, and the walk stops where the draw falls.
         double cum = 0.0;
-        std::size_t n = 0;
-        while (n < probs.size()) {
-            cum += probs[n++];
-            if (cum >= static_cast<double>(p.top_p)) break;
+        for (std::size_t i = 0; i < n; ++i) {
+            sort_through(i);
+            cum += prob(i);
+            if (u < cum) {
+                result.token = order_[i];
+                result.logprob = static_cast<float>(logit(result.token) - log_z);
+                return result;
+            }
         }
-        probs.resize(n);
-        order.resize(n);
+        sort_through(n - 1);
+        result.token = order_[n - 1];  // rounding left the draw past the last candidate
+        result.logprob = static_cast<float>(logit(result.token) - log_z);
+        return result;
     }
-    // min-p: drop tokens below min_p times the most likely one.
-    if (p.min_p > 0.0f) {
-        const double threshold = static_cast<double>(p.min_p) * probs.front();
-        std::size_t n = 1;
-        while (n < probs.size() && probs[n] >= threshold) ++n;
-        probs.resize(n);
-        order.resize(n);
+    // Top-p keeps the shortest prefix whose mass reaches top_p, min-p the prefix of tokens at
+    // least min_p times as likely as the first; the draw is over the shorter of the two.
+    probs_.clear();
+    sort_through(0);
+    const double min_prob = static_cast<double>(p.min_p) * prob(0);
+    double cum = 0.0;
+    for (std::size_t i = 0; i < n_candidates; ++i) {
+        sort_through(i);
+        const double pi = prob(i);
+        if (i > 0 && p.min_p > 0.0f && pi < min_prob) break;
+        probs_.push_back(pi);
+        cum += pi;
+        if (p.top_p < 1.0f && cum >= static_cast<double>(p.top_p)) break;
     }
     double mass = 0.0;
-    for (double v : probs) mass += v;
-    const double u = uniform_draw(p.seed, step) * mass;
-    double cum = 0.0;
-    result.token = order.back();
-    for (std::size_t i = 0; i < probs.size(); ++i) {
-        cum += probs[i];
-        if (u < cum) {
-            result.token = order[i];
+    for (double v : probs_) mass += v;
+    const double target = u * mass;
+    result.token = order_[probs_.size() - 1];
+    cum = 0.0;
+    for (std::size_t i = 0; i < probs_.size(); ++i) {
+        cum += probs_[i];
+        if (target < cum) {
+            result.token = order_[i];
             break;
         }
     }
-    result.logprob = logprob_of(result.token);
+    result.logprob = static_cast<float>(logit(result.token) - log_z);
     return result;
 }
 
+SampledToken sample_token(std::span<const float> logits, const SamplingParams& p,
+                          const TokenHistory& history, std::uint64_t step) {
+    Sampler sampler;
+    return sampler.sample(logits, p, history, step);
+}
 }  // namespace brigade::model

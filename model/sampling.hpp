@@ -56,8 +56,34 @@ struct SampledToken {
     float logprob = 0.0f;  // log_softmax(process_logits(...))[token]
 };
 
-// Picks the token of step `step` (0 = the first generated token).
+// Picks the token of step `step` (0 = the first generated token): the token
+// reference_sample_token picks, found without sorting the whole vocabulary (sampling at a
+// temperature sorted all 150k candidates per token, ~25 ms, before this class) and without
+// allocating once its buffers have grown. One per decode loop; not thread-safe.
+class Sampler {
+public:
+    SampledToken sample(std::span<const float> logits, const SamplingParams& p,
+                        const TokenHistory& history, std::uint64_t step);
+
+private:
+    // The logits after penalties and temperature: `logits` itself when none applies.
+    std::span<const float> processed(std::span<const float> logits, const SamplingParams& p,
+                                     const TokenHistory& history);
+
+    std::vector<float> processed_;
+    std::vector<std::int32_t> order_;  // candidate ids, sorted lazily
+    std::vector<std::int32_t> ids_;    // penalized history tokens
+    std::vector<double> probs_;        // the kept prefix's probabilities
+};
+
+// Sampler::sample with a fresh Sampler (allocates; for one-off calls).
 SampledToken sample_token(std::span<const float> logits, const SamplingParams& p,
                           const TokenHistory& history, std::uint64_t step);
+
+// The definition of sample_token: sorts every candidate and sums in double (model/
+// sampling_reference.cpp). Sampler picks the same tokens; its logprobs agree to ~1e-6 (its
+// normalizer is summed from float exponentials).
+SampledToken reference_sample_token(std::span<const float> logits, const SamplingParams& p,
+                                    const TokenHistory& history, std::uint64_t step);
 
 }  // namespace brigade::model

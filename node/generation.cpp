@@ -249,7 +249,7 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     const std::span<const std::int32_t> all(history_);
     const model::TokenHistory history{all.first(n_prompt), all.subspan(n_prompt)};
     const auto sampled =
-        model::sample_token(work_, setup_.sampling, history, static_cast<std::uint64_t>(n_gen));
+        sampler_.sample(work_, setup_.sampling, history, static_cast<std::uint64_t>(n_gen));
     out.token = sampled.token;
     out.logprob = sampled.logprob;
     if (setup_.logprobs && setup_.top_logprobs > 0) {

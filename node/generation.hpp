@@ -82,6 +82,7 @@ private:
     std::vector<std::int32_t> history_;
     std::optional<api::JsonPrefixValidator> json_;
     std::vector<float> work_;  // biased and masked logits, reused across steps
+    model::Sampler sampler_;   // its buffers too
     bool finished_ = false;
 
     void rebuild_json_state();
