@@ -71,9 +71,9 @@ private:
                                      const TokenHistory& history);
 
     std::vector<float> processed_;
-    std::vector<std::int32_t> order_;  // candidate ids, sorted lazily
-    std::vector<std::int32_t> ids_;    // penalized history tokens
-    std::vector<double> probs_;        // the kept prefix's probabilities
+    std::vector<std::uint64_t> order_;  // candidates (logit, id keys), sorted lazily
+    std::vector<std::int32_t> ids_;     // penalized history tokens
+    std::vector<double> probs_;         // the kept prefix's probabilities
 };
 
 // Sampler::sample with a fresh Sampler (allocates; for one-off calls).
