@@ -11,6 +11,8 @@
 //   long context (--contexts 8192,32768): decode with that many cached positions (K/V filled
 //       with random values, no prefill) vs the bandwidth bound, and vs "1-sequence decode time
 //       plus the extra KV bytes at the measured bandwidth" (what the longer context explains)
+//   decode loop: model::generate (engine step + sampling over the vocabulary), greedy and at
+//       temperature 0.7 / top_p 0.9: the speed `brigade run` shows
 //   decode cases also print the CPU backend's thread-pool fork-joins per step (ThreadPool::
 //       n_dispatches): the per-token overhead that fused layer ops cut
 //
@@ -48,6 +50,7 @@
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/thread_pool.hpp"
 #include "model/forward.hpp"
+#include "model/generate.hpp"
 #include "model/io/quantize.hpp"
 #include "model/io/safetensors_writer.hpp"
 
@@ -338,6 +341,9 @@ struct Result {
     int tg1_context = 0;
     // Thread-pool fork-joins per decode step (CPU backend; 0 for backends without a pool).
     double tg1_dispatches = 0;
+    // The decode loop a user runs (model::generate: engine step + sampling), tok/s, greedy and
+    // at temperature 0.7 / top_p 0.9.
+    double loop_greedy_tps = 0, loop_sampled_tps = 0;
     std::vector<int> batches;
     std::vector<double> tgb_tps, tgb_bound_tps, tgb_dispatches;
     std::vector<int> contexts;
@@ -519,6 +525,29 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     r.tg1_bound_tps = bw / (r.weight_bytes + r.tg1_context * r.kv_bytes_per_pos);
     s.kv_cache().release(1);
 
+    // The whole decode loop of `brigade run` (model::generate): engine step plus sampling from
+    // the vocabulary-wide logits, timed from the first generated token to the last.
+    for (const bool sampled : {false, true}) {
+        GenerateOptions go;
+        go.max_new_tokens = n_decode + 1;
+        if (sampled) {
+            go.sampling.temperature = 0.7f;
+            go.sampling.top_p = 0.9f;
+            go.sampling.seed = 3;
+        }
+        Clock::time_point first{};
+        Clock::time_point last{};
+        auto on_step = [&](const GenerationStep& st) {
+            (st.index == 0 ? first : last) = Clock::now();
+            return true;
+        };
+        const std::vector<std::int32_t> loop_prompt = prompt_of(16, 5);
+        if (!generate(s, 77, loop_prompt, go, on_step)) return false;
+        s.kv_cache().release(77);
+        const double tps = n_decode / std::chrono::duration<double>(last - first).count();
+        (sampled ? r.loop_sampled_tps : r.loop_greedy_tps) = tps;
+    }
+
     // Batches of sequences with 16-token prompts, decoded together in one run_layers per step.
     // Multiply-adds per token: lm_head plus every layer matrix (one token's prompt flops
     // without its attention term, halved).
@@ -600,6 +629,13 @@ void print_tables(const std::vector<Result>& results, double bw) {
                     r.tg1_tps, r.tg1_bound_tps, pct(r.tg1_tps, r.tg1_bound_tps), r.tg1_dispatches);
     }
     std::printf(
+        "\n| model | format | engine step tok/s | decode loop, greedy tok/s | decode loop, "
+        "temperature 0.7 top_p 0.9 tok/s |\n|---|---|---|---|---|\n");
+    for (const auto& r : results) {
+        std::printf("| %s | %s | %.2f | %.2f | %.2f |\n", r.model.c_str(), r.format.c_str(),
+                    r.tg1_tps, r.loop_greedy_tps, r.loop_sampled_tps);
+    }
+    std::printf(
         "\n| model | format | batch | aggregate tok/s | speed-up over 1 | bound tok/s | "
         "ratio | fork-joins/step |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
@@ -651,7 +687,10 @@ void write_json(const std::string& path, const std::vector<Result>& results, dou
                              {{"tok_s", r.tg1_tps},
                               {"bound_tok_s", r.tg1_bound_tps},
                               {"context", r.tg1_context},
-                              {"fork_joins_per_token", r.tg1_dispatches}}}};
+                              {"fork_joins_per_token", r.tg1_dispatches}}},
+                            {"decode_loop",
+                             {{"greedy_tok_s", r.loop_greedy_tps},
+                              {"temperature_0.7_top_p_0.9_tok_s", r.loop_sampled_tps}}}};
         for (std::size_t i = 0; i < r.prompts.size(); ++i) {
             c["prompt"].push_back({{"tokens", r.prompts[i]},
                                    {"tok_s", r.pp_tps[i]},
