@@ -19,8 +19,10 @@
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
-//                [--int8-activations] [--profile]
+//                [--int8-activations] [--profile] [--attention-min-keys N]
 //
+// --attention-min-keys N: the CPU backend's CpuTuning::min_keys_per_split (how finely decode
+// attention splits the keys over threads), to compare split sizes in the engine.
 // --profile: decode cases also print where a step's time goes, op by op (bench/op_profile.hpp:
 // each weight shape's matmuls with their GB/s, attention, vector ops, time between ops); the
 // timing wrapper slows every op a little, so compare tok/s from runs without it.
@@ -438,7 +440,7 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, double bandwidth_gbs, Result& r,
-              bool int8_activations, bool profile) {
+              bool int8_activations, bool profile, std::int64_t attention_min_keys) {
     using namespace brigade::model;
     r.model = shape.name;
     r.format = int8_activations && format != "bf16" ? format + "+int8" : format;
@@ -447,6 +449,12 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     bo.n_threads = threads;
     bo.cpu_int8_activations = int8_activations;
     auto backend = make_backend(kind, bo);
+    if (kind == BackendKind::kCpu && attention_min_keys > 0) {
+        cpu::CpuTuning tuning;  // as make_backend, with the attention split size changed
+        tuning.int8_activations = int8_activations;
+        tuning.min_keys_per_split = attention_min_keys;
+        backend = cpu::make_cpu_backend(bo, tuning);
+    }
     if (!backend) {
         std::fprintf(stderr, "backend: %s\n", backend.error().message.c_str());
         return false;
@@ -720,6 +728,7 @@ int main(int argc, char** argv) {
     std::string dir_arg, json_path, prompts_arg = "512,4096", contexts_arg = "8192,32768";
     int threads = 0, n_decode = 32, layers = 0;
     bool keep = false, int8_activations = false, profile = false;
+    std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -755,12 +764,15 @@ int main(int argc, char** argv) {
             int8_activations = true;
         else if (a == "--profile")
             profile = true;
+        else if (a == "--attention-min-keys")
+            attention_min_keys = std::stoll(next());
         else {
             std::fprintf(stderr,
                          "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
                          "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
                          "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
-                         "[--keep] [--json FILE] [--int8-activations] [--profile]\n");
+                         "[--keep] [--json FILE] [--int8-activations] [--profile] "
+                         "[--attention-min-keys N]\n");
             return 2;
         }
     }
@@ -798,7 +810,7 @@ int main(int argc, char** argv) {
             }
             Result r;
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, bwn, r,
-                          int8_activations, profile)) {
+                          int8_activations, profile, attention_min_keys)) {
                 return 1;
             }
             results.push_back(r);
