@@ -110,6 +110,7 @@ struct PipelineHead::Impl {
     std::uint64_t next_kv_id = 1;
     std::uint64_t next_batch_id = 1;
     std::vector<model::SequenceBatchEntry> batch;  // reused across steps
+    model::StageOutput step_out;                   // likewise (the logits are 600 KB a row)
     std::vector<std::list<HeadSequence>::iterator> owners;
     std::vector<std::uint8_t> payload;
 
@@ -434,12 +435,11 @@ void PipelineHead::Impl::step() {
     if (batch.empty()) return;
 
     const auto t0 = Clock::now();
-    auto out = resources->stage->run_layers(batch);
-    if (!out) {
-        logger->error("engine step failed ({} sequences): {}", batch.size(), out.error().message);
+    if (auto ran = resources->stage->run_layers(batch, {}, step_out); !ran) {
+        logger->error("engine step failed ({} sequences): {}", batch.size(), ran.error().message);
         for (auto it : owners) {
             fail(it, api::ErrorKind::internal,
-                 "engine error in request " + label(*it) + ": " + out.error().message);
+                 "engine error in request " + label(*it) + ": " + ran.error().message);
         }
         return;
     }
@@ -449,9 +449,9 @@ void PipelineHead::Impl::step() {
         rows += static_cast<std::size_t>(batch[i].n_tokens);
     }
     if (n_stages == 1) {
-        sample_locally(*out);
+        sample_locally(step_out);
     } else {
-        send_downstream(*out);
+        send_downstream(step_out);
     }
     update_mirrors(std::chrono::duration<double, std::micro>(Clock::now() - t0).count(), rows);
 }
