@@ -81,6 +81,14 @@ public:
                                 static_cast<double>(sizeof(float));
         timed("attention", nullptr, kv_bytes, [&] { inner_.attention(a); });
     }
+    void attention_many(std::span<const model::AttentionArgs> batch) override {
+        double kv_bytes = 0.0;
+        for (const auto& a : batch) {
+            kv_bytes += 2.0 * static_cast<double>(a.n_kv * a.n_kv_heads * a.head_dim) *
+                        static_cast<double>(sizeof(float));
+        }
+        timed("attention_many", nullptr, kv_bytes, [&] { inner_.attention_many(batch); });
+    }
     void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) override {
         timed("silu_mul", nullptr, 0.0, [&] { inner_.silu_mul(gate, up, n, out); });
     }

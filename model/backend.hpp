@@ -124,6 +124,12 @@ public:
                       const std::int32_t* positions, std::span<const float> inv_freq,
                       float attention_scaling) = 0;
     virtual void attention(const AttentionArgs& args) = 0;
+    // The attention of several sequences (a decode batch), each exactly as one attention call;
+    // a backend overrides it to run them together (the CPU backend: one parallel region for
+    // all, instead of one or two per sequence and layer).
+    virtual void attention_many(std::span<const AttentionArgs> batch) {
+        for (const AttentionArgs& a : batch) attention(a);
+    }
     // out[i] = silu(gate[i]) * up[i]; out may alias gate.
     virtual void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) = 0;
     // out[i] = a[i] + b[i]; out may alias a.

@@ -353,11 +353,13 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
     if (c.qk_norm) backend_.rms_norm(q, w.q_norm, n_rows * c.n_heads, c.head_dim, eps, q);
     backend_.rope(q, n_rows, c.n_heads, c.head_dim, positions_.data(), rope_.inv_freq,
                   rope_.attention_scaling);
+    std::vector<AttentionArgs>& attention = attention_args_;
+    attention.resize(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const auto& e = batch[i];
         float* keys = kv_->keys(e.seq_id, local);
         float* values = kv_->values(e.seq_id, local);
-        AttentionArgs a;
+        AttentionArgs& a = attention[i];
         a.q = q + row0[i] * q_dim;
         a.k = keys;
         a.v = values;
@@ -369,8 +371,8 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
         a.head_dim = c.head_dim;
         a.q_pos0 = e.pos0;
         a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-        backend_.attention(a);
     }
+    backend_.attention_many(attention);  // one parallel region for the whole batch
     // The residual adds are fused into o_proj and down_proj.
     backend_.matmul_add(w.wo, attn, n_rows, bias_or_null(w.bo), x, proj);
 

@@ -107,10 +107,11 @@ private:
     std::vector<DeviceBuffer> scratch_;
     std::vector<std::int32_t> positions_;  // [total_tokens] host
     // Per-step host vectors, kept so that a step reuses their memory.
-    std::vector<std::int64_t> row0_;        // first row of each batch entry
-    std::vector<std::int32_t> ids_;         // head: the batch's token ids
-    std::vector<std::int64_t> logit_rows_;  // tail: rows that need logits
-    std::vector<float> row_staging_;        // tail: one hidden row on its way to kTailRows
+    std::vector<std::int64_t> row0_;             // first row of each batch entry
+    std::vector<std::int32_t> ids_;              // head: the batch's token ids
+    std::vector<std::int64_t> logit_rows_;       // tail: rows that need logits
+    std::vector<float> row_staging_;             // tail: one hidden row on its way to kTailRows
+    std::vector<AttentionArgs> attention_args_;  // one per batch entry
 };
 
 }  // namespace brigade::model

@@ -46,10 +46,10 @@ struct CpuTuning {
     // AVX-512: 4-bit decode rows go through a per-group lookup table (matmul_grouped.cpp).
     bool q4_lookup = true;
     // A context is split over several attention tiles once each still has this many keys
-    // (divided by the KV heads a decode tile covers). Measured on a 16-core Xeon VM
-    // (kernels_bench --hot, bench/RESULTS.md session 4): 64 instead of 256 took a Qwen2.5-0.5B
-    // decode attention from 43-51 to 25-31 µs at 512 positions and from 118-185 to 91-94 µs at
-    // 4096 (4 -> 16 splits); Llama-3.2-1B shapes moved by -20%..+5%.
+    // (divided by the KV heads a decode tile covers). Measured in the engine on a 16-core Xeon
+    // VM (engine_bench --attention-min-keys, bench/RESULTS.md session 4): 64 instead of 256
+    // halved Qwen2.5-0.5B's decode attention at ~530 positions (47 -> 20-23 µs per layer: 4
+    // splits became 16); Llama-3.2-1B (8 KV heads per tile) was unchanged.
     std::int64_t min_keys_per_split = 64;
 };
 
@@ -82,6 +82,9 @@ public:
               const std::int32_t* positions, std::span<const float> inv_freq,
               float attention_scaling) override;
     void attention(const AttentionArgs& args) override;
+    // Every sequence's tiles in one parallel region, merges in a second
+    // (cpu_backend_attention.cpp).
+    void attention_many(std::span<const AttentionArgs> batch) override;
     void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) override;
     void add(const float* a, const float* b, std::int64_t n, float* out) override;
 
@@ -168,6 +171,20 @@ private:
     ThreadPool pool_;
     std::vector<std::vector<float>> scratch_;  // [thread] kernel scratch
     std::vector<float> attention_partials_;    // split-K attention (m, l, acc) per tile row
+    // How one sequence's attention is cut into tiles (query block x KV heads x key split).
+    struct AttentionPlan {
+        const AttentionArgs* args = nullptr;
+        std::int64_t group = 1, q_block = 1, n_q_blocks = 1, heads_per_tile = 1;
+        std::int64_t n_head_groups = 1, n_items = 1, n_splits = 1;
+        std::int64_t tile_rows = 0, tile_floats = 0;  // m, l and acc of one tile
+        // Where this sequence starts in attention_many's flattened tasks and merges, and its
+        // split partials in attention_partials_.
+        std::int64_t first_task = 0, first_merge = 0, partials = 0;
+        AttentionTile tile(std::int64_t item, std::int64_t split) const;
+        void normalize(const AttentionTile& tile, const float* l, const float* acc) const;
+    };
+    AttentionPlan plan_attention(const AttentionArgs& a) const;
+    std::vector<AttentionPlan> attention_plans_;  // attention_many's, reused
     // Prepared decode activations: one per distinct preparation of a fused op's matrices.
     std::array<DecodeScratch, kMaxDecodeJobs> decode_scratch_;
     std::array<DecodeInput, kMaxDecodeJobs> decode_inputs_;

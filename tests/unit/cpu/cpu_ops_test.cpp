@@ -163,6 +163,58 @@ TEST(CpuOps, AttentionPrefillAndDecodeWithGqaRatios) {
     }
 }
 
+// A decode batch's attention in one call (one parallel region for all sequences) gives every
+// sequence exactly the floats of its own attention call: same tiles, same splits, same merges.
+// Sequences differ in context (no split, split, split with empty tails), query count and GQA
+// ratio, and one has no queries at all.
+TEST(CpuOps, AttentionManyEqualsOneCallPerSequence) {
+    for (int threads : {1, 3, 4}) {
+        CpuTuning tuning;
+        tuning.min_keys_per_split = 16;
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        const std::vector<AttnCase> cases = {{1, 1000, 4, 1, 64, 999}, {1, 5, 14, 2, 64, 4},
+                                             {3, 103, 8, 2, 36, 100},  {1, 20, 3, 3, 64, 19},
+                                             {0, 10, 4, 2, 64, 10},    {1, 333, 6, 2, 36, 332}};
+        std::vector<std::vector<float>> qs, ks, vs, singles, together;
+        std::vector<AttentionArgs> args;
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const AttnCase& c = cases[i];
+            const auto seed = static_cast<std::uint32_t>(10 + 3 * i);
+            qs.push_back(test::random_floats(
+                static_cast<std::size_t>(std::max<std::int64_t>(c.n_q, 1) * c.n_heads * c.head_dim),
+                seed));
+            ks.push_back(test::random_floats(
+                static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 1));
+            vs.push_back(test::random_floats(
+                static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 2));
+            singles.emplace_back(qs.back().size(), -7.0f);
+            together.emplace_back(qs.back().size(), -7.0f);
+        }
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const AttnCase& c = cases[i];
+            AttentionArgs a;
+            a.q = qs[i].data();
+            a.k = ks[i].data();
+            a.v = vs[i].data();
+            a.n_q = c.n_q;
+            a.n_kv = c.n_kv;
+            a.n_heads = c.n_heads;
+            a.n_kv_heads = c.n_kv_heads;
+            a.head_dim = c.head_dim;
+            a.q_pos0 = c.q_pos0;
+            a.scale = 4.0f / std::sqrt(static_cast<float>(c.head_dim));
+            a.out = singles[i].data();
+            cpu.attention(a);
+            a.out = together[i].data();
+            args.push_back(a);
+        }
+        cpu.attention_many(args);
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            EXPECT_EQ(together[i], singles[i]) << "sequence " << i << ", threads " << threads;
+        }
+    }
+}
+
 TEST(CpuOps, AttentionSplitsLongContextsAcrossThreads) {
     for (int threads : {2, 3}) {
         CpuTuning tuning;

@@ -1,0 +1,191 @@
+// Attention of the CPU backend: the tiling of one sequence's attention over the pool (query
+// blocks, KV heads, key splits), and a decode batch's sequences in one parallel region.
+//
+// A decode batch used to pay one fork-join (two with key splits) per sequence and layer: 16
+// sequences of a 24-layer model, 384-768 regions per step, each a few microseconds of waking
+// threads for a few microseconds of work. attention_many plans every sequence exactly as a
+// single call would (same tiles, same splits, so the same floats) and runs all their tiles in
+// one region and all their merges in a second.
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/kernels.hpp"
+
+namespace brigade::model::cpu {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+CpuBackend::AttentionPlan CpuBackend::plan_attention(const AttentionArgs& a) const {
+    AttentionPlan p;
+    p.args = &a;
+    p.group = a.n_heads / a.n_kv_heads;
+    const std::int64_t n_threads = pool_.size();
+    // Query blocks: enough work items for every thread, at most 32 queries each so a tile's
+    // rows stay in L1/L2 while a key block is reused across them.
+    p.q_block = std::clamp<std::int64_t>(ceil_div(a.n_q * a.n_kv_heads, 4 * n_threads), 1, 32);
+    p.n_q_blocks = ceil_div(a.n_q, p.q_block);
+    // One query block (decode, short chunks): a tile takes every KV head of a key range, so
+    // each thread streams one contiguous slice of the cache instead of every n_kv_heads-th
+    // run of it, and the keys are split over the threads. Otherwise one KV head per tile.
+    p.heads_per_tile = p.n_q_blocks == 1 ? a.n_kv_heads : 1;
+    p.n_head_groups = a.n_kv_heads / p.heads_per_tile;
+    p.n_items = p.n_head_groups * p.n_q_blocks;
+    p.n_splits = 1;
+    if (p.n_items < 2 * n_threads) {
+        // Splits keep at least min_keys_per_split keys x KV heads of work each (fewer keys
+        // for a tile of several heads), and come in a multiple of the thread count where the
+        // context allows, so the threads finish together.
+        const std::int64_t min_keys =
+            std::max<std::int64_t>(16, tuning_.min_keys_per_split / p.heads_per_tile);
+        const std::int64_t max_splits = std::max<std::int64_t>(1, a.n_kv / min_keys);
+        const std::int64_t want = ceil_div(2 * n_threads, p.n_items);
+        p.n_splits = std::clamp<std::int64_t>(max_splits, 1, want);
+        if (p.n_splits * p.n_items > n_threads) {
+            p.n_splits = std::max<std::int64_t>(
+                1, p.n_splits * p.n_items / n_threads * n_threads / p.n_items);
+        }
+    }
+    p.tile_rows = p.heads_per_tile * p.q_block * p.group;
+    p.tile_floats = p.tile_rows * (a.head_dim + 2);
+    return p;
+}
+
+AttentionTile CpuBackend::AttentionPlan::tile(std::int64_t item, std::int64_t split) const {
+    const AttentionArgs& a = *args;
+    AttentionTile t;
+    // Later query blocks see more keys: hand them out first so the tail is short.
+    const std::int64_t qb = n_q_blocks - 1 - item / n_head_groups;
+    t.kv_head_begin = (item % n_head_groups) * heads_per_tile;
+    t.kv_head_end = t.kv_head_begin + heads_per_tile;
+    t.q_begin = qb * q_block;
+    t.q_end = std::min(a.n_q, t.q_begin + q_block);
+    const std::int64_t visible = std::clamp<std::int64_t>(a.q_pos0 + t.q_end, 0, a.n_kv);
+    // Split boundaries on multiples of the key block, so every split but the last runs whole
+    // blocks.
+    const std::int64_t per_split =
+        ceil_div(ceil_div(visible, n_splits), kAttentionKeyBlock) * kAttentionKeyBlock;
+    t.key_begin = std::min(visible, split * per_split);
+    t.key_end = std::min(visible, t.key_begin + per_split);
+    return t;
+}
+
+void CpuBackend::AttentionPlan::normalize(const AttentionTile& t, const float* l,
+                                          const float* acc) const {
+    // Writes acc / l into `out` for the tile's rows (0 where a query sees no key).
+    const AttentionArgs& a = *args;
+    const std::int64_t d = a.head_dim;
+    const std::int64_t q_rows = (t.q_end - t.q_begin) * group;
+    for (std::int64_t kvh = t.kv_head_begin; kvh < t.kv_head_end; ++kvh) {
+        for (std::int64_t qi = t.q_begin; qi < t.q_end; ++qi) {
+            for (std::int64_t hh = 0; hh < group; ++hh) {
+                const std::int64_t row =
+                    (kvh - t.kv_head_begin) * q_rows + (qi - t.q_begin) * group + hh;
+                const std::int64_t h = kvh * group + hh;
+                float* out = a.out + (qi * a.n_heads + h) * d;
+                const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
+                for (std::int64_t c = 0; c < d; ++c) out[c] = acc[row * d + c] * inv;
+            }
+        }
+    }
+}
+
+void CpuBackend::attention(const AttentionArgs& a) { attention_many({&a, 1}); }
+
+void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
+    // Plans, and where each sequence's tasks and split partials start.
+    attention_plans_.clear();
+    std::int64_t n_tasks = 0;
+    std::int64_t n_merges = 0;
+    std::int64_t partial_floats = 0;
+    std::int64_t max_tile_floats = 0;
+    for (const AttentionArgs& a : batch) {
+        if (a.n_q <= 0 || a.n_heads <= 0 || a.n_kv_heads <= 0) continue;
+        AttentionPlan p = plan_attention(a);
+        p.first_task = n_tasks;
+        p.first_merge = n_merges;
+        p.partials = partial_floats;
+        n_tasks += p.n_items * p.n_splits;
+        if (p.n_splits > 1) {
+            n_merges += p.n_items;
+            partial_floats += p.n_items * p.n_splits * p.tile_floats;
+        }
+        max_tile_floats = std::max(max_tile_floats, p.tile_floats);
+        attention_plans_.push_back(p);
+    }
+    if (attention_plans_.empty()) return;
+    reserve_scratch(static_cast<std::size_t>(max_tile_floats + kAttentionKeyBlock));
+    if (attention_partials_.size() < static_cast<std::size_t>(partial_floats)) {
+        attention_partials_.resize(static_cast<std::size_t>(partial_floats));
+    }
+
+    // The plan a flattened task or merge index falls in (plans are in index order).
+    auto plan_of = [&](std::int64_t index, auto first) -> const AttentionPlan& {
+        auto it =
+            std::upper_bound(attention_plans_.begin(), attention_plans_.end(), index,
+                             [&](std::int64_t i, const AttentionPlan& p) { return i < first(p); });
+        return *(it - 1);
+    };
+    pool_.parallel_for(n_tasks, [&](std::int64_t task, int thread) {
+        const AttentionPlan& p = plan_of(task, [](const AttentionPlan& q) { return q.first_task; });
+        const std::int64_t local = task - p.first_task;
+        const std::int64_t item = local / p.n_splits;
+        const std::int64_t split = local % p.n_splits;
+        const AttentionTile tile = p.tile(item, split);
+        float* own = scratch_[static_cast<std::size_t>(thread)].data();
+        float* base =
+            p.n_splits > 1 ? attention_partials_.data() + p.partials + local * p.tile_floats : own;
+        float* m = base;
+        float* l = m + p.tile_rows;
+        float* acc = l + p.tile_rows;
+        float* scores = own + max_tile_floats;
+        attention_tile(*p.args, tile, m, l, acc, scores);
+        if (p.n_splits == 1) p.normalize(tile, l, acc);
+    });
+    if (n_merges == 0) return;
+
+    // Merge the splits of each item: rescale every partial to the common max, then sum.
+    // Items are independent, so they merge in parallel when there are several.
+    auto merge = [&](std::int64_t index) {
+        // Plans without splits hold the next plan's first_merge, so the last plan whose
+        // first_merge is <= index is the one with splits that owns it.
+        const AttentionPlan& p =
+            plan_of(index, [](const AttentionPlan& q) { return q.first_merge; });
+        const std::int64_t item = index - p.first_merge;
+        const AttentionTile tile = p.tile(item, 0);
+        const std::int64_t rows_used = tile.n_rows(p.group);
+        const std::int64_t d = p.args->head_dim;
+        float* first = attention_partials_.data() + p.partials + item * p.n_splits * p.tile_floats;
+        float* m0 = first;
+        float* l0 = m0 + p.tile_rows;
+        float* acc0 = l0 + p.tile_rows;
+        for (std::int64_t s = 1; s < p.n_splits; ++s) {
+            const float* ms = first + s * p.tile_floats;
+            const float* ls = ms + p.tile_rows;
+            const float* accs = ls + p.tile_rows;
+            for (std::int64_t row = 0; row < rows_used; ++row) {
+                if (ls[row] == 0.0f) continue;
+                const float m_new = std::max(m0[row], ms[row]);
+                const float k0 = std::exp(m0[row] - m_new);  // 0 if m0 is -inf
+                const float ks = std::exp(ms[row] - m_new);
+                l0[row] = l0[row] * k0 + ls[row] * ks;
+                for (std::int64_t c = 0; c < d; ++c) {
+                    acc0[row * d + c] = acc0[row * d + c] * k0 + accs[row * d + c] * ks;
+                }
+                m0[row] = m_new;
+            }
+        }
+        p.normalize(tile, l0, acc0);
+    };
+    if (n_merges == 1) {
+        merge(0);
+    } else {
+        pool_.parallel_for(n_merges, [&](std::int64_t index, int) { merge(index); });
+    }
+}
+
+}  // namespace brigade::model::cpu
