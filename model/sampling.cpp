@@ -6,7 +6,6 @@
 #include <limits>
 #include <numeric>
 #include <string>
-#include <unordered_map>
 
 #include "model/logit_math.hpp"
 
@@ -35,6 +34,48 @@ std::uint64_t candidate_key(float logit, std::int32_t id) {
 }
 std::int32_t candidate_id(std::uint64_t key) {
     return static_cast<std::int32_t>(key & 0xFFFFFFFFu);
+}
+
+// Penalties, then temperature, applied in place to a row of logits (process_logits and
+// Sampler share it). `ids` is scratch for the history's token ids, so a reused one makes this
+// allocation-free.
+void apply_processing(std::vector<float>& out, const SamplingParams& p, const TokenHistory& history,
+                      std::vector<std::int32_t>& ids) {
+    const auto vocab = static_cast<std::int32_t>(out.size());
+    auto in_vocab = [&](std::int32_t t) { return t >= 0 && t < vocab; };
+    if (p.repetition_penalty != 1.0f) {
+        // HF RepetitionPenaltyLogitsProcessor: each distinct token of prompt + output once.
+        ids.clear();
+        for (auto part : {history.prompt, history.generated}) {
+            for (std::int32_t t : part) {
+                if (in_vocab(t)) ids.push_back(t);
+            }
+        }
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+        for (std::int32_t t : ids) {
+            float& l = out[static_cast<std::size_t>(t)];
+            l = l < 0.0f ? l * p.repetition_penalty : l / p.repetition_penalty;
+        }
+    }
+    if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+        // OpenAI: presence once per generated token id, frequency per occurrence.
+        ids.clear();
+        for (std::int32_t t : history.generated) {
+            if (in_vocab(t)) ids.push_back(t);
+        }
+        std::sort(ids.begin(), ids.end());
+        for (std::size_t i = 0; i < ids.size();) {
+            std::size_t j = i;
+            while (j < ids.size() && ids[j] == ids[i]) ++j;
+            out[static_cast<std::size_t>(ids[i])] -=
+                p.presence_penalty + p.frequency_penalty * static_cast<float>(j - i);
+            i = j;
+        }
+    }
+    if (!p.greedy() && p.temperature != 1.0f) {
+        for (float& l : out) l /= p.temperature;
+    }
 }
 
 }  // namespace
@@ -67,33 +108,8 @@ double uniform_draw(std::uint64_t seed, std::uint64_t step) {
 std::vector<float> process_logits(std::span<const float> logits, const SamplingParams& p,
                                   const TokenHistory& history) {
     std::vector<float> out(logits.begin(), logits.end());
-    const auto vocab = static_cast<std::int64_t>(out.size());
-    auto in_vocab = [&](std::int32_t t) { return t >= 0 && t < vocab; };
-    if (p.repetition_penalty != 1.0f) {
-        // HF RepetitionPenaltyLogitsProcessor: each distinct token of prompt + output once.
-        std::vector<bool> seen(out.size(), false);
-        for (auto part : {history.prompt, history.generated}) {
-            for (std::int32_t t : part) {
-                if (!in_vocab(t) || seen[static_cast<std::size_t>(t)]) continue;
-                seen[static_cast<std::size_t>(t)] = true;
-                float& l = out[static_cast<std::size_t>(t)];
-                l = l < 0.0f ? l * p.repetition_penalty : l / p.repetition_penalty;
-            }
-        }
-    }
-    if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-        std::unordered_map<std::int32_t, int> counts;
-        for (std::int32_t t : history.generated) {
-            if (in_vocab(t)) ++counts[t];
-        }
-        for (const auto& [t, n] : counts) {
-            out[static_cast<std::size_t>(t)] -=
-                p.presence_penalty + p.frequency_penalty * static_cast<float>(n);
-        }
-    }
-    if (!p.greedy() && p.temperature != 1.0f) {
-        for (float& l : out) l /= p.temperature;
-    }
+    std::vector<std::int32_t> ids;
+    apply_processing(out, p, history, ids);
     return out;
 }
 
@@ -116,41 +132,8 @@ std::span<const float> Sampler::processed(std::span<const float> logits, const S
     const bool presence = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
     const bool temperature = !p.greedy() && p.temperature != 1.0f;
     if (!repetition && !presence && !temperature) return logits;
-    // The same operations as process_logits, without its allocations.
     processed_.assign(logits.begin(), logits.end());
-    const auto vocab = static_cast<std::int32_t>(processed_.size());
-    auto in_vocab = [&](std::int32_t t) { return t >= 0 && t < vocab; };
-    if (repetition) {
-        ids_.clear();
-        for (auto part : {history.prompt, history.generated}) {
-            for (std::int32_t t : part) {
-                if (in_vocab(t)) ids_.push_back(t);
-            }
-        }
-        std::sort(ids_.begin(), ids_.end());
-        ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
-        for (std::int32_t t : ids_) {
-            float& l = processed_[static_cast<std::size_t>(t)];
-            l = l < 0.0f ? l * p.repetition_penalty : l / p.repetition_penalty;
-        }
-    }
-    if (presence) {
-        ids_.clear();
-        for (std::int32_t t : history.generated) {
-            if (in_vocab(t)) ids_.push_back(t);
-        }
-        std::sort(ids_.begin(), ids_.end());
-        for (std::size_t i = 0; i < ids_.size();) {
-            std::size_t j = i;
-            while (j < ids_.size() && ids_[j] == ids_[i]) ++j;
-            processed_[static_cast<std::size_t>(ids_[i])] -=
-                p.presence_penalty + p.frequency_penalty * static_cast<float>(j - i);
-            i = j;
-        }
-    }
-    if (temperature) {
-        for (float& l : processed_) l /= p.temperature;
-    }
+    apply_processing(processed_, p, history, ids_);
     return processed_;
 }
 

@@ -114,14 +114,10 @@ struct AttnCase {
     std::int64_t n_q, n_kv, n_heads, n_kv_heads, head_dim, q_pos0;
 };
 
-void check_attention(Backend& cpu, const AttnCase& c, const std::string& label) {
-    auto ref = reference();
-    const auto q = test::random_floats(static_cast<std::size_t>(c.n_q * c.n_heads * c.head_dim), 1);
-    const auto k =
-        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 2);
-    const auto v =
-        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 3);
-    std::vector<float> out(q.size(), NAN), want(q.size(), NAN);
+// Attention arguments of case c over q, k and v (out left to the caller). A large scale makes
+// the softmax peaky, so a wrong mask or max shows up clearly.
+AttentionArgs attention_args(const AttnCase& c, const std::vector<float>& q,
+                             const std::vector<float>& k, const std::vector<float>& v) {
     AttentionArgs a;
     a.q = q.data();
     a.k = k.data();
@@ -132,8 +128,19 @@ void check_attention(Backend& cpu, const AttnCase& c, const std::string& label) 
     a.n_kv_heads = c.n_kv_heads;
     a.head_dim = c.head_dim;
     a.q_pos0 = c.q_pos0;
-    // A large scale makes the softmax peaky, so a wrong mask or max shows up clearly.
     a.scale = 4.0f / std::sqrt(static_cast<float>(c.head_dim));
+    return a;
+}
+
+void check_attention(Backend& cpu, const AttnCase& c, const std::string& label) {
+    auto ref = reference();
+    const auto q = test::random_floats(static_cast<std::size_t>(c.n_q * c.n_heads * c.head_dim), 1);
+    const auto k =
+        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 2);
+    const auto v =
+        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 3);
+    std::vector<float> out(q.size(), NAN), want(q.size(), NAN);
+    AttentionArgs a = attention_args(c, q, k, v);
     a.out = want.data();
     ref->attention(a);
     a.out = out.data();
@@ -191,18 +198,7 @@ TEST(CpuOps, AttentionManyEqualsOneCallPerSequence) {
             together.emplace_back(qs.back().size(), -7.0f);
         }
         for (std::size_t i = 0; i < cases.size(); ++i) {
-            const AttnCase& c = cases[i];
-            AttentionArgs a;
-            a.q = qs[i].data();
-            a.k = ks[i].data();
-            a.v = vs[i].data();
-            a.n_q = c.n_q;
-            a.n_kv = c.n_kv;
-            a.n_heads = c.n_heads;
-            a.n_kv_heads = c.n_kv_heads;
-            a.head_dim = c.head_dim;
-            a.q_pos0 = c.q_pos0;
-            a.scale = 4.0f / std::sqrt(static_cast<float>(c.head_dim));
+            AttentionArgs a = attention_args(cases[i], qs[i], ks[i], vs[i]);
             a.out = singles[i].data();
             cpu.attention(a);
             a.out = together[i].data();
