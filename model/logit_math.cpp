@@ -70,6 +70,16 @@ LogitStats logit_stats(std::span<const float> x) {
     const auto n = static_cast<std::int64_t>(x.size());
     s.max = HWY_DYNAMIC_DISPATCH(MaxOfRow)(x.data(), n);
     s.argmax = std::find(x.begin(), x.end(), s.max) - x.begin();
+    if (s.argmax == n) {
+        // NaNs (a corrupt checkpoint) can make the vector max NaN, which no entry equals: fall
+        // back to the scalar first maximum, which skips them, so the token stays in range.
+        std::int64_t best = 0;
+        for (std::int64_t i = 1; i < n; ++i) {
+            if (x[static_cast<std::size_t>(i)] > x[static_cast<std::size_t>(best)]) best = i;
+        }
+        s.argmax = best;
+        s.max = x[static_cast<std::size_t>(best)];
+    }
     s.sum_exp = HWY_DYNAMIC_DISPATCH(SumExpShifted)(x.data(), n, s.max);
     return s;
 }

@@ -16,7 +16,8 @@ struct LogitStats {
     double sum_exp = 0.0;
 };
 
-// For a non-empty row without NaN; -inf entries (masked tokens) contribute nothing.
+// For a non-empty row; -inf entries (masked tokens) contribute nothing. NaN entries (a corrupt
+// checkpoint) give meaningless sums but never an argmax outside the row.
 LogitStats logit_stats(std::span<const float> x);
 
 }  // namespace brigade::model

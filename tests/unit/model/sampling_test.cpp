@@ -231,6 +231,28 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
     EXPECT_EQ(compared, 6 * 12 * 40);
 }
 
+// A corrupt checkpoint can yield NaN logits: whatever is picked must still be a token id of
+// the vocabulary (a later stage or the detokenizer indexes by it).
+TEST(Sampling, NanLogitsStillGiveATokenInTheVocabulary) {
+    std::vector<float> mixed(1000, std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t i = 0; i < mixed.size(); i += 7) mixed[i] = static_cast<float>(i % 13);
+    const std::vector<float> row = mixed;
+    const std::vector<float> all_nan(300, std::numeric_limits<float>::quiet_NaN());
+    Sampler sampler;
+    for (const auto* r : {&row, &all_nan}) {
+        for (float t : {0.0f, 1.0f}) {
+            SamplingParams p;
+            p.temperature = t;
+            p.top_p = t > 0.0f ? 0.9f : 1.0f;
+            for (std::uint64_t step = 0; step < 5; ++step) {
+                const auto got = sampler.sample(*r, p, {}, step);
+                EXPECT_GE(got.token, 0);
+                EXPECT_LT(got.token, static_cast<std::int32_t>(r->size()));
+            }
+        }
+    }
+}
+
 TEST(Sampling, ParameterValidation) {
     EXPECT_TRUE(validate_sampling_params({}));
     SamplingParams p;
