@@ -114,7 +114,10 @@ private:
             auto wn = std::move(std::get<1>(awaited4_));
             if (wec) break;
         }
-        if (mode_ != Mode::kTruncateAndClose) {
+        // A black hole is a pulled cable: one side giving up must not reach the other as a
+        // FIN either (it did, and a test of the other side's idle timeout then saw "peer
+        // closed the connection" whenever the far side's identical timeout fired first).
+        if (mode_ != Mode::kTruncateAndClose && mode_ != Mode::kBlackHole) {
             boost::system::error_code ignored;
             to->shutdown(tcp::socket::shutdown_send, ignored);
         }
