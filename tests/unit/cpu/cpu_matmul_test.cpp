@@ -90,7 +90,7 @@ void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x
             double tol = 1e-5 * magnitude + 1e-6;
             if (int16 && w.view.quantized()) tol += int16_rounding_bound(w, x, t, r);
             const double diff = std::abs(static_cast<double>(y[t * rows + r]) - ref[t * rows + r]);
-            if (diff > tol) {
+            if (!(diff <= tol)) {  // NaN (an output never written) fails too
                 ++failures;
                 ADD_FAILURE() << what << " n=" << n << " t=" << t << " r=" << r
                               << " cpu=" << y[t * rows + r] << " ref=" << ref[t * rows + r]
@@ -135,6 +135,41 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
 }
 
 // The plain fused kernel on every width, 4 and 8 bits included.
+// Batched decode (register tiles of rows x 4 tokens over rows decoded to f32) on rows wider
+// than the small cases above, with a scalar column tail, and with more tokens than the default
+// gemm_min_tokens lets through (raised here so 33 and 40 tokens still decode).
+TEST(CpuMatmul, BatchedDecodeOnWideRowsAndManyTokens) {
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    tuning.gemm_min_tokens = 64;
+    auto ref = reference();
+    std::vector<Case> cases;
+    cases.push_back({"f32 cols=1100", test::make_plain_weight(DType::kF32, 9, 1100, 11, 1)});
+    cases.push_back({"bf16 cols=1043", test::make_plain_weight(DType::kBF16, 13, 1043, 12, 2)});
+    cases.push_back(
+        {"q4 g64 cols=1152", test::make_quant_weight(4, 64, DType::kBF16, 9, 1152, 13, 3)});
+    cases.push_back(
+        {"q8 g32 cols=1056", test::make_quant_weight(8, 32, DType::kF16, 13, 1056, 14, 0)});
+    cases.push_back(
+        {"q5 g128 cols=1152", test::make_quant_weight(5, 128, DType::kF32, 6, 1152, 15, 1)});
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        for (const auto& c : cases) {
+            for (std::int64_t n : {6, 33, 40}) {
+                const auto rows = c.w.view.rows;
+                const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols),
+                                                   static_cast<std::uint32_t>(n));
+                std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+                std::vector<float> expect(y.size());
+                cpu.matmul(c.w.view, x.data(), n, y.data());
+                ref->matmul(c.w.view, x.data(), n, expect.data());
+                expect_close_matmul(c.w, x, n, y, expect,
+                                    "threads=" + std::to_string(threads) + " " + c.what);
+            }
+        }
+    }
+}
+
 TEST(CpuMatmul, DecodeKernelsPlainFusedAllFormats) {
     CpuTuning tuning;
     tuning.int16_activations = false;
