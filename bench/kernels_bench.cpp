@@ -3,6 +3,7 @@
 //
 //   memory read bandwidth   multi-threaded streaming read of 1 GiB, best of passes with and
 //                           without software prefetch                         -> GB/s
+//   f32 FMA peak            independent vector multiply-adds on every thread -> GFLOP/s
 //   fork-join               one empty parallel region of the thread pool       -> µs
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
 //                           (quantized: the grouped f32 kernel that serving uses, the plain
@@ -10,7 +11,8 @@
 //                           int8-activation kernel in each instruction set this CPU runs,
 //                           side by side)
 //   batched decode n=4..16  time vs the larger of bytes/bandwidth and the same call from cache
-//                           (the kernel's compute ceiling), and speed-up over n=1
+//                           (the kernel's compute ceiling), speed-up over n=1, and GFLOP/s as
+//                           a share of the FMA peak
 //   prefill (512, 4096)     GFLOP/s, vs OpenBLAS sgemm on f32 weights of the same shape
 //   decode attention        KV bytes read per second at 4k, 8k and 32k context, vs bandwidth
 //
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fma_peak.hpp"
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
@@ -357,6 +360,9 @@ int main(int argc, char** argv) {
     const std::size_t bw_bytes = (opt.quick ? 256ull : 1024ull) << 20;
     const double bandwidth = measure_read_bandwidth(bw_pool, bw_bytes, opt.quick ? 4 : 8);
     report({"memory read bandwidth", bandwidth, "GB/s", 0, ""});
+    // The compute side of "compute-bound": batched decode is compared with this below.
+    const double fma_peak = brigade::bench::measure_fma_peak_gflops(bw_pool, opt.quick ? 3 : 6);
+    report({"f32 FMA peak, all threads", fma_peak, "GFLOP/s", 0, ""});
 
     // What one parallel region costs with no work in it: the fork-join a decode step pays per
     // op (a hundred or more per token), one task per thread and four per thread.
@@ -482,7 +488,7 @@ int main(int argc, char** argv) {
     CpuTuning panels = grouped;
     panels.gemm_min_tokens = 1;
     CpuBackend panel_backend(BackendOptions{opt.threads}, panels);
-    for (std::size_t si : {std::size_t{0}, std::size_t{4}}) {
+    for (std::size_t si : {std::size_t{0}, std::size_t{1}, std::size_t{4}}) {
         const Shape& s = prefill_shapes[si];
         for (const auto& f : formats) {
             const std::string base = s.model + " " + s.what + " " + f.name;
@@ -503,10 +509,13 @@ int main(int argc, char** argv) {
                     const double nd = static_cast<double>(n);
                     report({"decode x" + std::to_string(n) + " " + base + label, nd / t, "tok/s",
                             nd / t_bound, "bound tok/s"});
-                    std::printf("%56s speed-up over x1 %.2f (ideal %.0f), %s-bound, %.0f GFLOP/s\n",
-                                "", t1 * nd / t, nd,
-                                t_hot > bytes / (bandwidth * 1e9) ? "compute" : "bandwidth",
-                                2.0 * nd * static_cast<double>(s.rows * s.cols) / t / 1e9);
+                    const double gflops = 2.0 * nd * static_cast<double>(s.rows * s.cols) / t / 1e9;
+                    std::printf(
+                        "%56s speed-up over x1 %.2f (ideal %.0f), %s-bound, %.0f GFLOP/s (%.0f%% "
+                        "of FMA peak)\n",
+                        "", t1 * nd / t, nd,
+                        t_hot > bytes / (bandwidth * 1e9) ? "compute" : "bandwidth", gflops,
+                        100.0 * gflops / fma_peak);
                 };
                 one(backend, "");
                 if (n >= 16) one(panel_backend, " [panels]");
