@@ -130,17 +130,22 @@ struct GroupAcc {
 // Groups per chunk of a row whose scales and biases are widened to f32 up front.
 constexpr std::int64_t kGroupChunk = 64;
 
-// out[0, count) = elements [index, index + count) of an F32/F16/BF16 array, as f32.
+// out[0, count) = elements [index, index + count) of an F32/F16/BF16 array of `total` elements,
+// as f32. BF16 is widened a whole vector at a time, up to the end of the array: a narrow row
+// (Qwen2.5-0.5B's 896 columns are 14 groups) otherwise spends as long on a scalar loop over its
+// scales and biases as on its codes. Entries past `count` are scratch.
 HWY_INLINE void widen_affine(DType dtype, const void* base, std::int64_t index, std::int64_t count,
-                             float* HWY_RESTRICT out) {
+                             std::int64_t total, float* HWY_RESTRICT out) {
     const DF df;
     const auto n = lanes();
     std::int64_t i = 0;
     if (dtype == DType::kBF16) {
         const hn::Rebind<hwy::bfloat16_t, DF> dbf;
         const auto* p = static_cast<const hwy::bfloat16_t*>(base) + index;
-        for (; i + n <= count; i += n)
+        const std::int64_t readable = total - index;  // elements that may be loaded
+        for (; i < count && i + n <= readable; i += n)
             hn::Store(hn::PromoteTo(df, hn::LoadU(dbf, p + i)), df, out + i);
+        if (i >= count) return;
     } else if (dtype == DType::kF32) {
         const auto* p = static_cast<const std::uint8_t*>(base) + index * 4;
         std::memcpy(out, p, static_cast<std::size_t>(count) * 4);
@@ -168,6 +173,7 @@ struct GroupedRows {
     const WeightMatrix& w;
     std::int64_t n_groups;
     std::int64_t prefetch_bytes;  // software prefetch distance in the code stream; 0 = none
+    std::int64_t n_affine;        // scales (and biases) in the matrix: rows * n_groups
 };
 
 // out[t] = dot(row r, x[t]) for T tokens starting at token t0; `codes` is the packed row.
@@ -185,8 +191,8 @@ HWY_INLINE void dot_grouped(const std::uint8_t* codes, const GroupedRows& m, std
     GroupAcc<T> acc;
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        widen_affine(m.w.scale_dtype, m.w.scales, r * n_groups + g0, count, scale);
-        widen_affine(m.w.scale_dtype, m.w.biases, r * n_groups + g0, count, bias);
+        widen_affine(m.w.scale_dtype, m.w.scales, r * n_groups + g0, count, m.n_affine, scale);
+        widen_affine(m.w.scale_dtype, m.w.biases, r * n_groups + g0, count, m.n_affine, bias);
         acc.b0 += bias_dot(bias, gsum + g0, count);
         if constexpr (T > 1) acc.b1 += bias_dot(bias, gsum + n_groups + g0, count);
         if constexpr (T > 2) acc.b2 += bias_dot(bias, gsum + 2 * n_groups + g0, count);
@@ -230,7 +236,8 @@ void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std:
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                        float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
-    const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes};
+    const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes,
+                        w.rows * (w.cols / w.group_size)};
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     for (std::int64_t r = row_begin; r < row_end; ++r) {
         const float b = has_bias ? load_any(bias->dtype, bias->data, r) : 0.0f;
@@ -259,8 +266,8 @@ HWY_INLINE void dot_q4_lookup(const std::uint8_t* codes, const GroupedRows& m, s
     HWY_ALIGN float bias[kGroupChunk];
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        widen_affine(m.w.scale_dtype, m.w.scales, r * n_groups + g0, count, scale);
-        widen_affine(m.w.scale_dtype, m.w.biases, r * n_groups + g0, count, bias);
+        widen_affine(m.w.scale_dtype, m.w.scales, r * n_groups + g0, count, m.n_affine, scale);
+        widen_affine(m.w.scale_dtype, m.w.biases, r * n_groups + g0, count, m.n_affine, bias);
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
             if (m.prefetch_bytes > 0) hwy::Prefetch(codes + c_begin / 2 + m.prefetch_bytes);
@@ -285,7 +292,8 @@ void gemv_rows_q4_lookup(const WeightMatrix& w, const GroupedActivations& xa, st
                          std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                          float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
-    const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes};
+    const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes,
+                        w.rows * (w.cols / w.group_size)};
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     float out[4];
     for (std::int64_t r = row_begin; r < row_end; ++r) {
