@@ -336,6 +336,9 @@ int main(int argc, char** argv) {
     CpuTuning no_lookup = grouped;  // 4-bit through the generic grouped path on AVX-512 too
     no_lookup.q4_lookup = false;
     CpuBackend no_lookup_backend(BackendOptions{opt.threads}, no_lookup);
+    CpuTuning one_row = grouped;  // the grouped kernels one row at a time
+    one_row.grouped_multi_row = false;
+    CpuBackend one_row_backend(BackendOptions{opt.threads}, one_row);
     const int n_threads = backend.n_threads();
     // The target the kernels dispatch to: the best one both supported here and compiled in.
     const std::int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
@@ -389,9 +392,10 @@ int main(int argc, char** argv) {
     const std::vector<Format> formats = {
         {"bf16", DType::kBF16, 0}, {"q8g64", DType::kU32, 8}, {"q4g64", DType::kU32, 4}};
     const std::vector<Shape> decode_shapes = {
-        {"qwen0.5b", "gate/up 4864x896", 4864, 896},     {"qwen0.5b", "down 896x4864", 896, 4864},
-        {"qwen0.5b", "lm_head 151936x896", 151936, 896}, {"llama1b", "q/o 2048x2048", 2048, 2048},
-        {"llama1b", "gate/up 8192x2048", 8192, 2048},    {"llama1b", "down 2048x8192", 2048, 8192},
+        {"qwen0.5b", "q/o 896x896", 896, 896},     {"qwen0.5b", "gate/up 4864x896", 4864, 896},
+        {"qwen0.5b", "down 896x4864", 896, 4864},  {"qwen0.5b", "lm_head 151936x896", 151936, 896},
+        {"llama1b", "q/o 2048x2048", 2048, 2048},  {"llama1b", "gate/up 8192x2048", 8192, 2048},
+        {"llama1b", "down 2048x8192", 2048, 8192},
     };
     Rng rng;
     const double min_bytes = opt.quick ? 512e6 : 1.5e9;
@@ -413,6 +417,10 @@ int main(int argc, char** argv) {
                 report({name + label, bytes / tp / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             }
             if (f.bits == 0) continue;
+            const double t_one =
+                time_matmul(one_row_backend, copies, x.data(), 1, y.data(), rounds, calls);
+            report(
+                {name + " [1 row]", bytes / t_one / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             if (f.bits == 4) {
                 const double tl =
                     time_matmul(no_lookup_backend, copies, x.data(), 1, y.data(), rounds, calls);
@@ -519,6 +527,7 @@ int main(int argc, char** argv) {
                 };
                 one(backend, "");
                 if (n >= 16) one(panel_backend, " [panels]");
+                if (n == 1 && f.bits != 0) one(one_row_backend, " [1 row]");
                 if (n <= 4 && f.bits != 0) {
                     for (auto& [b, label] : int8_backends) one(*b, label);
                 }

@@ -175,7 +175,8 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         }
         in.kernel = DecodeInput::Kernel::kGrouped;
         in.grouped = GroupedActivations{w.bits == 4 ? s.xg.data() : x, s.xg_sum.data(),
-                                        tuning_.prefetch_bytes, tuning_.q4_lookup};
+                                        tuning_.prefetch_bytes, tuning_.q4_lookup,
+                                        tuning_.grouped_multi_row};
         return in;
     }
     if (n > 4) reserve_scratch(static_cast<std::size_t>(4 * w.cols));

@@ -45,6 +45,9 @@ struct CpuTuning {
     std::int64_t prefetch_bytes = 2048;
     // AVX-512: 4-bit decode rows go through a per-group lookup table (matmul_grouped.cpp).
     bool q4_lookup = true;
+    // The grouped kernels (lookup or not) take 2-4 rows per pass for one token, sharing each x
+    // load; false: one row at a time.
+    bool grouped_multi_row = true;
     // A context is split over several attention tiles once each still has this many keys
     // (divided by the KV heads a decode tile covers). Measured in the engine on a 16-core Xeon
     // VM (engine_bench --attention-min-keys, bench/RESULTS.md session 4): 64 instead of 256

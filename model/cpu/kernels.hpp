@@ -50,6 +50,7 @@ struct GroupedActivations {
     const float* group_sum = nullptr;
     std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
     bool q4_lookup = true;            // AVX-512: 4-bit rows through a per-group lookup table
+    bool multi_row = true;            // one token: 2-4 rows per pass (false: one at a time)
 };
 // Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
 bool grouped_kernel_supports(const WeightMatrix& w);
