@@ -305,10 +305,12 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     grouped.int16_activations = false;
     CpuTuning fused = grouped;
     fused.grouped_quant = false;
+    CpuTuning one_row = grouped;  // the grouped kernels without their multi-row one-token tiles
+    one_row.grouped_multi_row = false;
     for (std::int64_t target : targets) {
         for (const auto& [tuning_name, tuning] :
              {std::pair{"int16", CpuTuning{}}, std::pair{"grouped", grouped},
-              std::pair{"fused", fused}}) {
+              std::pair{"grouped one row", one_row}, std::pair{"fused", fused}}) {
             hwy::SetSupportedTargetsForTest(target);
             CpuBackend cpu(BackendOptions{2}, tuning);
             std::vector<Case> cases;
