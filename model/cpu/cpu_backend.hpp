@@ -41,7 +41,8 @@ struct CpuTuning {
     bool grouped_quant = true;
     // Software prefetch distance (bytes ahead in the weight stream) of the decode kernels
     // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench,
-    // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%.
+    // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%. The
+    // one-token grouped tiles, reading several rows at once, use half of it per row.
     std::int64_t prefetch_bytes = 2048;
     // AVX-512: 4-bit decode rows go through a per-group lookup table (matmul_grouped.cpp).
     bool q4_lookup = true;
