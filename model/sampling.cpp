@@ -1,13 +1,13 @@
 #include "model/sampling.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
 
 #include "model/logit_math.hpp"
+#include "model/sampling_keys.hpp"
 
 namespace brigade::model {
 namespace {
@@ -17,23 +17,6 @@ std::uint64_t splitmix64(std::uint64_t x) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
-}
-
-// A candidate as one integer whose ascending order is the reference's candidate order:
-// descending logit in the high half (the float's bits mapped to an order-preserving unsigned,
-// inverted), ascending id in the low half. Sorting these plain integers is several times
-// faster than sorting ids through a comparator that loads both logits.
-std::uint64_t candidate_key(float logit, std::int32_t id) {
-    const auto bits = std::bit_cast<std::uint32_t>(logit + 0.0f);  // -0 sorts as +0
-    // Negative floats: all bits flipped; others: the sign bit set (no branch, so the loop over
-    // the vocabulary vectorizes).
-    const std::uint32_t negative =
-        static_cast<std::uint32_t>(static_cast<std::int32_t>(bits) >> 31);
-    const std::uint32_t ascending = bits ^ (negative | 0x80000000u);
-    return (static_cast<std::uint64_t>(~ascending) << 32) | static_cast<std::uint32_t>(id);
-}
-std::int32_t candidate_id(std::uint64_t key) {
-    return static_cast<std::int32_t>(key & 0xFFFFFFFFu);
 }
 
 // Penalties, then temperature, applied in place to a row of logits (process_logits and
@@ -159,7 +142,6 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     // (the "head"); the rest are each under e^-20 of the top token's probability. Both parts
     // are sorted lazily, in blocks that double, as the walks below reach them: the draw
     // usually stops within the first few dozen tokens, and sorting all 150k took ~25 ms.
-    constexpr float kSortSpan = 20.0f;
     const std::size_t n = x.size();
     order_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {  // branch-free: vectorized by the compiler
@@ -202,23 +184,24 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     };
 
     const double u = uniform_draw(p.seed, step);
+    auto drawn = [&](std::int32_t token) {
+        result.token = token;
+        result.logprob = static_cast<float>(logit(token) - log_z);
+        return result;
+    };
     if (n_candidates == n && p.top_p >= 1.0f && p.min_p <= 0.0f) {
         // Nothing filtered: the kept mass is 1, and the walk stops where the draw falls.
         double cum = 0.0;
         for (std::size_t i = 0; i < n; ++i) {
+            if (i == kDeepAfter) {
+                if (const auto t = deep_draw({x, max, total, i, cum}, p, u, 0.0)) return drawn(*t);
+            }
             sort_through(i);
             cum += prob(i);
-            if (u < cum) {
-                result.token = candidate_id(order_[i]);
-                result.logprob = static_cast<float>(logit(result.token) - log_z);
-                return result;
-            }
+            if (u < cum) return drawn(candidate_id(order_[i]));
         }
         sort_through(n - 1);
-        result.token =
-            candidate_id(order_[n - 1]);  // rounding left the draw past the last candidate
-        result.logprob = static_cast<float>(logit(result.token) - log_z);
-        return result;
+        return drawn(candidate_id(order_[n - 1]));  // rounding left the draw past the last one
     }
     // Top-p keeps the shortest prefix whose mass reaches top_p, min-p the prefix of tokens at
     // least min_p times as likely as the first; the draw is over the shorter of the two.
@@ -227,6 +210,9 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     const double min_prob = static_cast<double>(p.min_p) * prob(0);
     double cum = 0.0;
     for (std::size_t i = 0; i < n_candidates; ++i) {
+        if (i == kDeepAfter && n_candidates == n) {
+            if (const auto t = deep_draw({x, max, total, i, cum}, p, u, prob(0))) return drawn(*t);
+        }
         sort_through(i);
         const double pi = prob(i);
         if (i > 0 && p.min_p > 0.0f && pi < min_prob) break;
@@ -237,17 +223,12 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     double mass = 0.0;
     for (double v : probs_) mass += v;
     const double target = u * mass;
-    result.token = candidate_id(order_[probs_.size() - 1]);
     cum = 0.0;
     for (std::size_t i = 0; i < probs_.size(); ++i) {
         cum += probs_[i];
-        if (target < cum) {
-            result.token = candidate_id(order_[i]);
-            break;
-        }
+        if (target < cum) return drawn(candidate_id(order_[i]));
     }
-    result.logprob = static_cast<float>(logit(result.token) - log_z);
-    return result;
+    return drawn(candidate_id(order_[probs_.size() - 1]));
 }
 
 SampledToken sample_token(std::span<const float> logits, const SamplingParams& p,
