@@ -54,6 +54,46 @@ double SumExpShifted(const float* x, std::int64_t n, float shift) {
     return total;
 }
 
+// See bucket_candidates (logit_math.hpp). Returns false at the first NaN.
+bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& spec,
+                      std::uint16_t* bucket, double* probs) {
+    const hn::ScalableTag<double> d;
+    const hn::Rebind<float, decltype(d)> df;
+    const hn::Rebind<std::int32_t, decltype(d)> di;
+    const hn::Rebind<std::uint16_t, decltype(d)> du;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    const auto max = hn::Set(d, spec.max);
+    const auto inv_total = hn::Set(d, 1.0 / spec.total);
+    const auto scale = hn::Set(d, spec.scale);
+    const auto last = hn::Set(d, static_cast<double>(spec.last));
+    const auto skip = hn::Set(d, static_cast<double>(spec.skip));
+    const auto pivot = hn::Set(d, static_cast<double>(spec.pivot_logit));
+    const auto pivot_id = hn::Set(d, static_cast<double>(spec.pivot_id));
+    const auto floor = hn::Set(d, -1000.0);  // keeps -inf inside Exp's range; exp is 0 there
+    std::int64_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+        const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
+        if (!hn::AllFalse(d, hn::Ne(v, v))) return false;
+        const auto rest = hn::Or(
+            hn::Lt(v, pivot),
+            hn::And(hn::Eq(v, pivot), hn::Gt(hn::Iota(d, static_cast<double>(i)), pivot_id)));
+        const auto p = hn::Mul(hn::Exp(d, hn::Max(hn::Sub(v, max), floor)), inv_total);
+        const auto b = hn::Floor(hn::Min(hn::Mul(hn::Sub(max, v), scale), last));
+        hn::StoreU(hn::IfThenElseZero(rest, p), d, probs + i);
+        const auto bi = hn::DemoteTo(di, hn::IfThenElse(rest, b, skip));
+        hn::StoreU(hn::DemoteTo(du, bi), du, bucket + i);
+    }
+    for (; i < n; ++i) {
+        const double v = static_cast<double>(x[i]);
+        if (std::isnan(v)) return false;
+        const bool rest = v < spec.pivot_logit || (v == spec.pivot_logit && i > spec.pivot_id);
+        const double b = std::min((spec.max - v) * spec.scale, static_cast<double>(spec.last));
+        probs[i] = rest ? std::exp(v - spec.max) / spec.total : 0.0;
+        bucket[i] = rest ? static_cast<std::uint16_t>(b) : spec.skip;
+    }
+    return true;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace brigade::model
 HWY_AFTER_NAMESPACE();
@@ -63,6 +103,13 @@ namespace brigade::model {
 
 HWY_EXPORT(MaxOfRow);
 HWY_EXPORT(SumExpShifted);
+HWY_EXPORT(BucketCandidates);
+
+bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
+                       std::uint16_t* bucket, double* probs) {
+    return HWY_DYNAMIC_DISPATCH(BucketCandidates)(x.data(), static_cast<std::int64_t>(x.size()),
+                                                  spec, bucket, probs);
+}
 
 LogitStats logit_stats(std::span<const float> x) {
     LogitStats s;

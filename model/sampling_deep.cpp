@@ -4,8 +4,8 @@
 // Why: with a nearly flat distribution the walk goes tens of thousands of candidates deep
 // (top-p 0.9 over a flat row keeps most of the vocabulary), and sorting that far cost 5-12 ms
 // per token on a 150k vocabulary, more than a whole decode step of a small model. Here the rest
-// costs one pass (a probability and a bucket per candidate), and only the bucket where a
-// decision falls is sorted.
+// costs one SIMD pass (a probability and a bucket per candidate, logit_math.cpp), and only the
+// bucket where a decision falls is sorted.
 //
 // Exactness: the reference sums probabilities in sorted order; the buckets sum the same values
 // in another order, so every cumulative mass here is within n * 2^-53 (< 2e-10 for a million
@@ -16,15 +16,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/logit_math.hpp"
 #include "model/sampling.hpp"
 #include "model/sampling_keys.hpp"
 
 namespace brigade::model {
 namespace {
 
-constexpr int kBuckets = 4096;      // over the sorted head's span of logits
-constexpr int kDropped = kBuckets;  // the bucket of candidates min-p removes
-constexpr double kMargin = 1e-9;    // far above the summation-order difference (see above)
+constexpr int kBuckets = 4096;                // over the sorted head's span of logits
+constexpr std::uint16_t kDropped = kBuckets;  // the bucket of candidates min-p removes
+constexpr std::uint16_t kSkipped = 0xFFFF;    // candidates of the sorted prefix
+constexpr double kMargin = 1e-9;  // far above the summation-order difference (see above)
 
 }  // namespace
 
@@ -41,8 +43,10 @@ Sampler::Crossing Sampler::deep_crossing(const DeepRest& rest, double target) {
         return {Crossing::kUnsure};
     }
     deep_keys_.clear();
-    for (std::size_t k = rest.from; k < order_.size(); ++k) {
-        if (deep_bucket_[k - rest.from] == b) deep_keys_.push_back(order_[k]);
+    for (std::size_t i = 0; i < deep_bucket_.size(); ++i) {
+        if (deep_bucket_[i] == b) {
+            deep_keys_.push_back(candidate_key(rest.x[i], static_cast<std::int32_t>(i)));
+        }
     }
     std::sort(deep_keys_.begin(), deep_keys_.end());
     for (const std::uint64_t key : deep_keys_) {
@@ -61,21 +65,37 @@ std::optional<std::int32_t> Sampler::deep_draw(const DeepRest& rest, const Sampl
     const bool top_p = p.top_p < 1.0f;
     const bool min_p = p.min_p > 0.0f;
     const double min_prob = min_p ? static_cast<double>(p.min_p) * first_prob : 0.0;
-    const double scale = kBuckets / static_cast<double>(kSortSpan);
+    if (!std::isfinite(rest.max)) return std::nullopt;
+    // Every candidate after the sorted prefix, with its probability and bucket, in one SIMD
+    // pass over the row (Highway's exponential is within an ulp of std::exp: far inside the
+    // margin, and the walk inside a bucket recomputes each probability as the reference does).
+    const std::uint64_t pivot = order_[rest.from - 1];
+    CandidateBuckets spec;
+    spec.max = rest.max;
+    spec.total = rest.total;
+    spec.scale = kBuckets / static_cast<double>(kSortSpan);
+    spec.last = kBuckets - 1;
+    spec.skip = kSkipped;
+    spec.pivot_id = candidate_id(pivot);
+    spec.pivot_logit = rest.x[static_cast<std::size_t>(spec.pivot_id)];
+    deep_bucket_.resize(rest.x.size());
+    deep_probs_.resize(rest.x.size());
+    if (!bucket_candidates(rest.x, spec, deep_bucket_.data(), deep_probs_.data())) {
+        return std::nullopt;  // NaN logits (a corrupt checkpoint): sort instead
+    }
     deep_mass_.assign(kBuckets + 1, 0.0);
-    deep_bucket_.resize(order_.size() - rest.from);
-    for (std::size_t k = rest.from; k < order_.size(); ++k) {
-        const std::int32_t id = candidate_id(order_[k]);
-        const double prob = rest.prob_of(id);
-        // Monotone in the logit (so bucket order is sorted order); past the head's span (and
-        // -inf) everything shares the last bucket.
-        const double d =
-            (rest.max - static_cast<double>(rest.x[static_cast<std::size_t>(id)])) * scale;
-        if (!(d >= 0.0)) return std::nullopt;  // NaN logits (a corrupt checkpoint): sort instead
-        int b = d < kBuckets - 1 ? static_cast<int>(d) : kBuckets - 1;
-        if (min_p && prob < min_prob) b = kDropped;
-        deep_bucket_[k - rest.from] = static_cast<std::uint16_t>(b);
-        deep_mass_[static_cast<std::size_t>(b)] += prob;
+    for (std::size_t i = 0; i < deep_bucket_.size(); ++i) {
+        std::uint16_t& b = deep_bucket_[i];
+        if (b == kSkipped) continue;
+        if (min_p) {
+            // The reference's test, on its own value where the vector one is too close to tell.
+            double prob = deep_probs_[i];
+            if (std::abs(prob - min_prob) <= 1e-12 * min_prob) {
+                prob = rest.prob_of(static_cast<std::int32_t>(i));
+            }
+            if (prob < min_prob) b = kDropped;
+        }
+        deep_mass_[b] += deep_probs_[i];
     }
     if (!top_p && !min_p) {
         const Crossing at = deep_crossing(rest, u);  // the unfiltered mass is 1 by definition
