@@ -56,7 +56,7 @@ double SumExpShifted(const float* x, std::int64_t n, float shift) {
 
 // See bucket_candidates (logit_math.hpp). Returns false at the first NaN.
 bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& spec,
-                      std::uint16_t* bucket, double* probs) {
+                      std::uint16_t* bucket, double* mass) {
     const hn::ScalableTag<double> d;
     const hn::Rebind<float, decltype(d)> df;
     const hn::Rebind<std::int32_t, decltype(d)> di;
@@ -70,6 +70,20 @@ bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& sp
     const auto pivot = hn::Set(d, static_cast<double>(spec.pivot_logit));
     const auto pivot_id = hn::Set(d, static_cast<double>(spec.pivot_id));
     const auto floor = hn::Set(d, -1000.0);  // keeps -inf inside Exp's range; exp is 0 there
+    // One candidate's share: min-p's test on the reference's own value where the vector one is
+    // too close to the threshold to tell.
+    auto add = [&](std::int64_t i, std::uint16_t b, double p) {
+        if (b != spec.skip && spec.min_prob > 0.0) {
+            if (std::abs(p - spec.min_prob) <= 1e-12 * spec.min_prob) {
+                p = std::exp(static_cast<double>(x[i]) - spec.max) / spec.total;
+            }
+            if (p < spec.min_prob) b = spec.dropped;
+        }
+        bucket[i] = b;
+        if (b != spec.skip) mass[b] += p;
+    };
+    HWY_ALIGN double p_lanes[hn::MaxLanes(d)];
+    HWY_ALIGN std::uint16_t b_lanes[hn::MaxLanes(d)];
     std::int64_t i = 0;
     for (; i + lanes <= n; i += lanes) {
         const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
@@ -79,17 +93,17 @@ bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& sp
             hn::And(hn::Eq(v, pivot), hn::Gt(hn::Iota(d, static_cast<double>(i)), pivot_id)));
         const auto p = hn::Mul(hn::Exp(d, hn::Max(hn::Sub(v, max), floor)), inv_total);
         const auto b = hn::Floor(hn::Min(hn::Mul(hn::Sub(max, v), scale), last));
-        hn::StoreU(hn::IfThenElseZero(rest, p), d, probs + i);
-        const auto bi = hn::DemoteTo(di, hn::IfThenElse(rest, b, skip));
-        hn::StoreU(hn::DemoteTo(du, bi), du, bucket + i);
+        hn::Store(p, d, p_lanes);
+        hn::StoreU(hn::DemoteTo(du, hn::DemoteTo(di, hn::IfThenElse(rest, b, skip))), du, b_lanes);
+        for (std::int64_t k = 0; k < lanes; ++k) add(i + k, b_lanes[k], p_lanes[k]);
     }
     for (; i < n; ++i) {
         const double v = static_cast<double>(x[i]);
         if (std::isnan(v)) return false;
         const bool rest = v < spec.pivot_logit || (v == spec.pivot_logit && i > spec.pivot_id);
         const double b = std::min((spec.max - v) * spec.scale, static_cast<double>(spec.last));
-        probs[i] = rest ? std::exp(v - spec.max) / spec.total : 0.0;
-        bucket[i] = rest ? static_cast<std::uint16_t>(b) : spec.skip;
+        add(i, rest ? static_cast<std::uint16_t>(b) : spec.skip,
+            std::exp(v - spec.max) / spec.total);
     }
     return true;
 }
@@ -106,9 +120,9 @@ HWY_EXPORT(SumExpShifted);
 HWY_EXPORT(BucketCandidates);
 
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
-                       std::uint16_t* bucket, double* probs) {
+                       std::uint16_t* bucket, double* mass) {
     return HWY_DYNAMIC_DISPATCH(BucketCandidates)(x.data(), static_cast<std::int64_t>(x.size()),
-                                                  spec, bucket, probs);
+                                                  spec, bucket, mass);
 }
 
 LogitStats logit_stats(std::span<const float> x) {

@@ -20,21 +20,24 @@ struct LogitStats {
 // checkpoint) give meaningless sums but never an argmax outside the row.
 LogitStats logit_stats(std::span<const float> x);
 
-// Sampler's deep draws (sampling_deep.cpp): the candidates after the sorted prefix, each with
-// its probability and a bucket of its logit.
+// Sampler's deep draws (sampling_deep.cpp): the candidates after the sorted prefix, each in
+// a bucket of its logit, and the probability mass of each bucket.
 struct CandidateBuckets {
-    double max = 0.0;           // the row's largest logit
-    double total = 1.0;         // the softmax normalizer relative to it
-    double scale = 1.0;         // buckets per unit of logit below the max
-    std::uint16_t last = 0;     // the bucket of everything further below
+    double max = 0.0;        // the row's largest logit
+    double total = 1.0;      // the softmax normalizer relative to it
+    double scale = 1.0;      // buckets per unit of logit below the max
+    double min_prob = 0.0;   // > 0: candidates less likely than this go to `dropped`
+    std::uint16_t last = 0;  // the bucket of everything further below
+    std::uint16_t dropped = 0;
     std::uint16_t skip = 0;     // marks candidates of the sorted prefix
     float pivot_logit = 0.0f;   // the prefix's last candidate: it and those before it
     std::int32_t pivot_id = 0;  // (higher logits, equal ones with lower ids) are skipped
 };
-// For every i: probs[i] = exp(x[i] - max) / total (Highway's Exp, within 1 ulp of std::exp;
-// 0 for skipped candidates) and bucket[i] = floor((max - x[i]) * scale) capped at `last`, or
-// `skip`. False if the row holds a NaN (nothing meaningful to bucket).
+// For every i: bucket[i] = floor((max - x[i]) * scale) capped at `last`, `dropped` or `skip`;
+// mass[bucket[i]] += exp(x[i] - max) / total (not for skipped ones; Highway's Exp, within 1 ulp
+// of std::exp). `mass` has dropped + 1 entries. False if the row holds a NaN (nothing
+// meaningful to bucket).
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
-                       std::uint16_t* bucket, double* probs);
+                       std::uint16_t* bucket, double* mass);
 
 }  // namespace brigade::model

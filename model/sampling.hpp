@@ -111,7 +111,6 @@ private:
     std::vector<double> probs_;               // the kept prefix's probabilities
     std::vector<double> deep_mass_;           // per logit bucket of the rest (deep draws)
     std::vector<std::uint16_t> deep_bucket_;  // each candidate's bucket (by id)
-    std::vector<double> deep_probs_;          // each candidate's probability (by id)
     std::vector<std::uint64_t> deep_keys_;    // one bucket's candidates, sorted
 };
 

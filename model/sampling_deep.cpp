@@ -66,36 +66,24 @@ std::optional<std::int32_t> Sampler::deep_draw(const DeepRest& rest, const Sampl
     const bool min_p = p.min_p > 0.0f;
     const double min_prob = min_p ? static_cast<double>(p.min_p) * first_prob : 0.0;
     if (!std::isfinite(rest.max)) return std::nullopt;
-    // Every candidate after the sorted prefix, with its probability and bucket, in one SIMD
-    // pass over the row (Highway's exponential is within an ulp of std::exp: far inside the
-    // margin, and the walk inside a bucket recomputes each probability as the reference does).
+    // Every candidate after the sorted prefix into its bucket, in one SIMD pass over the row
+    // (Highway's exponential is within an ulp of std::exp: far inside the margin, and the walk
+    // inside a bucket recomputes each probability as the reference does).
     const std::uint64_t pivot = order_[rest.from - 1];
     CandidateBuckets spec;
     spec.max = rest.max;
     spec.total = rest.total;
     spec.scale = kBuckets / static_cast<double>(kSortSpan);
+    spec.min_prob = min_prob;
     spec.last = kBuckets - 1;
+    spec.dropped = kDropped;
     spec.skip = kSkipped;
     spec.pivot_id = candidate_id(pivot);
     spec.pivot_logit = rest.x[static_cast<std::size_t>(spec.pivot_id)];
     deep_bucket_.resize(rest.x.size());
-    deep_probs_.resize(rest.x.size());
-    if (!bucket_candidates(rest.x, spec, deep_bucket_.data(), deep_probs_.data())) {
-        return std::nullopt;  // NaN logits (a corrupt checkpoint): sort instead
-    }
     deep_mass_.assign(kBuckets + 1, 0.0);
-    for (std::size_t i = 0; i < deep_bucket_.size(); ++i) {
-        std::uint16_t& b = deep_bucket_[i];
-        if (b == kSkipped) continue;
-        if (min_p) {
-            // The reference's test, on its own value where the vector one is too close to tell.
-            double prob = deep_probs_[i];
-            if (std::abs(prob - min_prob) <= 1e-12 * min_prob) {
-                prob = rest.prob_of(static_cast<std::int32_t>(i));
-            }
-            if (prob < min_prob) b = kDropped;
-        }
-        deep_mass_[b] += deep_probs_[i];
+    if (!bucket_candidates(rest.x, spec, deep_bucket_.data(), deep_mass_.data())) {
+        return std::nullopt;  // NaN logits (a corrupt checkpoint): sort instead
     }
     if (!top_p && !min_p) {
         const Crossing at = deep_crossing(rest, u);  // the unfiltered mass is 1 by definition
