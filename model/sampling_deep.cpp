@@ -82,6 +82,9 @@ std::optional<std::int32_t> Sampler::deep_draw(const DeepRest& rest, const Sampl
     spec.pivot_logit = rest.x[static_cast<std::size_t>(spec.pivot_id)];
     deep_bucket_.resize(rest.x.size());
     deep_mass_.assign(kBuckets + 1, 0.0);
+    // Room for any bucket but a pathological one up front, so that later draws do not allocate
+    // (a bucket holds ~n / 4096 candidates of a flat row; all of them only if all tie).
+    deep_keys_.reserve(std::min<std::size_t>(rest.x.size(), 16384));
     if (!bucket_candidates(rest.x, spec, deep_bucket_.data(), deep_mass_.data())) {
         return std::nullopt;  // NaN logits (a corrupt checkpoint): sort instead
     }
