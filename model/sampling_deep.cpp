@@ -7,11 +7,12 @@
 // costs one SIMD pass (a probability and a bucket per candidate, logit_math.cpp), and only the
 // bucket where a decision falls is sorted.
 //
-// Exactness: the reference sums probabilities in sorted order; the buckets sum the same values
-// in another order, so every cumulative mass here is within n * 2^-53 (< 2e-10 for a million
-// candidates) of the reference's. Every decision (top-p's cutoff, the draw's crossing) is
-// taken only when the masses on both sides of it are more than kMargin away from the threshold,
-// where both orders must agree; otherwise the caller goes on sorting, exactly as before.
+// Exactness: the reference sums probabilities in sorted order; the buckets sum them in another
+// order, from an exponential within an ulp of the reference's, so every cumulative mass here is
+// within about 2n * 2^-53 (< 3e-10 for a million candidates) of the reference's. Every decision
+// (top-p's cutoff, the draw's crossing) is taken only when the masses on both sides of it are more
+// than kMargin away from the threshold, where both orders must agree; otherwise the caller goes on
+// sorting, exactly as before.
 
 #include <algorithm>
 #include <cmath>
