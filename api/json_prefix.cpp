@@ -68,6 +68,13 @@ bool JsonPrefixValidator::after_number(char c) {
     return feed(c);
 }
 
+bool JsonPrefixValidator::string_text_accepted(std::string_view text) {
+    if (text.empty() || text.find_first_of("\"\\") != std::string_view::npos) return false;
+    JsonPrefixValidator inside;
+    inside.state_ = State::string;
+    return inside.feed(text);
+}
+
 bool JsonPrefixValidator::string_byte(unsigned char c) {
     if (utf8_left_ > 0) {
         if ((c & 0xC0) != 0x80) return fail();

@@ -26,6 +26,16 @@ public:
     // A copy to try a candidate continuation on.
     JsonPrefixValidator clone() const { return *this; }
 
+    // Inside a string, between characters: from here the acceptance of text that holds no
+    // quote or backslash depends on nothing else (string_text_accepted), so a token mask need
+    // not feed such tokens one by one.
+    bool in_plain_string() const {
+        return state_ == State::string && utf8_left_ == 0 && !expect_low_surrogate_;
+    }
+    // Non-empty text without a quote or backslash that a string accepts from in_plain_string():
+    // no control characters, well-formed UTF-8 (a character cut short at the end is fine).
+    static bool string_text_accepted(std::string_view text);
+
     bool failed() const { return state_ == State::failed; }
     // The top-level object has closed (only whitespace may follow).
     bool is_complete() const { return state_ == State::done; }

@@ -152,17 +152,32 @@ model::Result<GenerationSetup> decode_generation_setup(std::span<const std::uint
     return g;
 }
 
-const std::string& TokenTexts::text(std::int32_t id) {
+void TokenTexts::build() {
     std::call_once(built_, [this] {
-        texts_.resize(static_cast<std::size_t>(tokenizer_.vocab_size()));
+        const auto n = static_cast<std::size_t>(tokenizer_.vocab_size());
+        texts_.resize(n);
+        plain_.resize(n);
         for (std::int32_t i = 0; i < tokenizer_.vocab_size(); ++i) {
             const std::int32_t one[] = {i};
-            texts_[static_cast<std::size_t>(i)] = tokenizer_.decode(one, false);
+            const auto at = static_cast<std::size_t>(i);
+            texts_[at] = tokenizer_.decode(one, false);
+            plain_[at] = !tokenizer_.is_special(i) &&
+                         api::JsonPrefixValidator::string_text_accepted(texts_[at]);
         }
     });
+}
+
+const std::string& TokenTexts::text(std::int32_t id) {
+    build();
     static const std::string kEmpty;
     if (id < 0 || static_cast<std::size_t>(id) >= texts_.size()) return kEmpty;
     return texts_[static_cast<std::size_t>(id)];
+}
+
+bool TokenTexts::plain_string_text(std::int32_t id) {
+    build();
+    return id >= 0 && static_cast<std::size_t>(id) < plain_.size() &&
+           plain_[static_cast<std::size_t>(id)];
 }
 
 TokenSampler::TokenSampler(std::uint64_t request_id, GenerationSetup setup,
@@ -229,13 +244,21 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     if (json_) {
         // Only tokens whose text keeps the output a valid JSON-object prefix; stop tokens never
         // (generation ends by itself once the object closes).
+        // Inside a string most tokens are text without quotes or backslashes, whose acceptance
+        // is known per token; the rest are fed to a copy of the state (assigned, so its
+        // stack's storage is reused).
+        const bool in_string = json_->in_plain_string();
         bool any = false;
         for (std::size_t id = 0; id < work_.size(); ++id) {
             if (work_[id] == kMasked) continue;
-            const std::string& t = texts_.text(static_cast<std::int32_t>(id));
-            auto probe = json_->clone();
-            if (t.empty() || model_.tokenizer.is_special(static_cast<std::int32_t>(id)) ||
-                !probe.feed(t)) {
+            const auto token = static_cast<std::int32_t>(id);
+            if (in_string && texts_.plain_string_text(token)) {
+                any = true;
+                continue;
+            }
+            const std::string& t = texts_.text(token);
+            json_probe_ = *json_;
+            if (t.empty() || model_.tokenizer.is_special(token) || !json_probe_.feed(t)) {
                 work_[id] = kMasked;
             } else {
                 any = true;

@@ -47,11 +47,17 @@ class TokenTexts {
 public:
     explicit TokenTexts(const model::text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
     const std::string& text(std::int32_t id);
+    // A normal (not special) token whose text a JSON string accepts from between characters
+    // (api::JsonPrefixValidator::string_text_accepted), for the JSON mask.
+    bool plain_string_text(std::int32_t id);
 
 private:
+    void build();
+
     const model::text::Tokenizer& tokenizer_;
     std::once_flag built_;
     std::vector<std::string> texts_;
+    std::vector<bool> plain_;
 };
 
 // One request's sampler at the tail. Not thread-safe (the tail's compute thread owns it).
@@ -81,8 +87,9 @@ private:
     TokenTexts& texts_;
     std::vector<std::int32_t> history_;
     std::optional<api::JsonPrefixValidator> json_;
-    std::vector<float> work_;  // biased and masked logits, reused across steps
-    model::Sampler sampler_;   // its buffers too
+    api::JsonPrefixValidator json_probe_;  // a candidate token tried on a copy of json_
+    std::vector<float> work_;              // biased and masked logits, reused across steps
+    model::Sampler sampler_;               // its buffers too
     bool finished_ = false;
 
     void rebuild_json_state();

@@ -138,5 +138,77 @@ TEST(JsonPrefix, AgreesWithAFullParser) {
     }
 }
 
+// The token mask accepts text without quotes or backslashes wherever in_plain_string() holds
+// by one precomputed test per token: feeding such text there must agree with that test.
+TEST(JsonPrefix, StringTextAcceptanceDependsOnlyOnTheText) {
+    const std::vector<std::string> inside = {
+        R"({")",
+        R"({"key)",
+        R"({"a": ")",
+        R"({"a": "x\n)",
+        R"({"a": [1, {"b": "y)",
+        "{\"\u00e9\u4e2d)",
+        R"({"a": "\ud83d\ude00)",
+        R"({"k\"ey)",
+        "{\"a\": \"caf\xC3\xA9",
+    };
+    const std::vector<std::string> outside = {
+        R"({)",         R"({"a")",        R"({"a": )",
+        R"({"a": "x\)", R"({"a": "\u00)", R"({"a": "\ud83d)",
+        R"({"a": 1)",   "{\"a\": \"\xC3", R"({"a": "b"})",
+    };
+    // Printable ASCII, whole and cut-short UTF-8, control characters, stray and overlong bytes.
+    std::mt19937 rng(5);
+    const std::vector<std::string> pieces = {"a",
+                                             " ",
+                                             "Z",
+                                             "{",
+                                             ":",
+                                             ",",
+                                             "~",
+                                             "\xC3\xA9",
+                                             "\xE4\xB8\xAD",
+                                             "\xF0\x9F\x98\x80",
+                                             "\xC3",
+                                             "\xE4\xB8",
+                                             "\xA9",
+                                             "\x80",
+                                             "\xFF",
+                                             "\t",
+                                             "\x7F",
+                                             "\xC0\x80",
+                                             "\x01"};
+    std::vector<std::string> texts = {"", "hello", " world.", "{[:,]}", "caf\xC3\xA9"};
+    for (int i = 0; i < 400; ++i) {
+        std::string t;
+        for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k)
+            t += pieces[rng() % pieces.size()];
+        texts.push_back(t);
+    }
+    int accepted = 0;
+    int refused = 0;
+    for (const auto& prefix : inside) {
+        JsonPrefixValidator v;
+        ASSERT_TRUE(v.feed(prefix)) << prefix;
+        ASSERT_TRUE(v.in_plain_string()) << prefix;
+        for (const auto& t : texts) {
+            JsonPrefixValidator probe = v;
+            const bool fed = !t.empty() && probe.feed(t);
+            EXPECT_EQ(fed, JsonPrefixValidator::string_text_accepted(t)) << prefix << " + " << t;
+            (fed ? accepted : refused) += 1;
+        }
+    }
+    EXPECT_GT(accepted, 100);  // both outcomes are exercised
+    EXPECT_GT(refused, 100);
+    for (const std::string t : {"a\"b", "a\\b"}) {
+        EXPECT_FALSE(JsonPrefixValidator::string_text_accepted(t)) << t;  // they end or escape
+    }
+    for (const auto& prefix : outside) {
+        JsonPrefixValidator v;
+        ASSERT_TRUE(v.feed(prefix)) << prefix;
+        EXPECT_FALSE(v.in_plain_string()) << prefix;
+    }
+}
+
 }  // namespace
 }  // namespace brigade::api
