@@ -234,7 +234,13 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
         return out;
     }
 
-    work_.assign(logits.begin(), logits.end());
+    // The row as sampled: the logits themselves unless a bias or the JSON mask changes them
+    // (a 150k-entry copy per token otherwise).
+    std::span<const float> row = logits;
+    if (!setup_.logit_bias.empty() || json_) {
+        work_.assign(logits.begin(), logits.end());
+        row = work_;
+    }
     constexpr float kMasked = -std::numeric_limits<float>::infinity();
     for (const auto& [id, bias] : setup_.logit_bias) {
         if (static_cast<std::size_t>(id) < work_.size()) {
@@ -274,14 +280,14 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     const std::span<const std::int32_t> all(history_);
     const model::TokenHistory history{all.first(n_prompt), all.subspan(n_prompt)};
     const auto sampled =
-        sampler_.sample(work_, setup_.sampling, history, static_cast<std::uint64_t>(n_gen));
+        sampler_.sample(row, setup_.sampling, history, static_cast<std::uint64_t>(n_gen));
     out.token = sampled.token;
     out.logprob = sampled.logprob;
     if (setup_.logprobs && setup_.top_logprobs > 0) {
         // The most likely tokens after penalties and temperature, as logit - log Z with the
         // sampler's normalizer (model::logit_stats), so the chosen token's entry equals the
         // logprob reported for it; ties by lower id.
-        const auto processed = model::process_logits(work_, setup_.sampling, history);
+        const auto processed = model::process_logits(row, setup_.sampling, history);
         const auto stats = model::logit_stats(processed);
         const double log_z = static_cast<double>(stats.max) + std::log(stats.sum_exp);
         std::vector<std::int32_t> order(processed.size());
