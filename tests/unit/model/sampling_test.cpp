@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+// clang-format off
+#include "model/cpu/simd_targets.hpp"  // the targets the kernels are built for, before hwy
+#include <hwy/targets.h>
+// clang-format on
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -229,6 +234,38 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
         }
     }
     EXPECT_EQ(compared, 6 * 12 * 40);
+}
+
+// The SIMD passes (logit_math.cpp: the normalizer, the deep draws' buckets) on every Highway
+// target this machine runs: a flat row and settings whose draws go past the sorted prefix.
+TEST(Sampling, EveryHighwayTargetPicksTheReferenceToken) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 0.5f);
+    std::vector<float> flat(30011);  // odd: the vector loops end in a scalar tail
+    for (auto& x : flat) x = nd(rng);
+    flat[77] = flat[78];  // a tie across the sorted prefix's edge is possible
+    std::vector<SamplingParams> settings(3);
+    settings[0].temperature = 1.0f;
+    settings[1].temperature = 0.7f;
+    settings[1].top_p = 0.9f;
+    settings[2].temperature = 1.2f;
+    settings[2].min_p = 0.2f;
+    const auto targets = hwy::SupportedAndGeneratedTargets();
+    ASSERT_FALSE(targets.empty());
+    for (std::int64_t target : targets) {
+        hwy::SetSupportedTargetsForTest(target);
+        Sampler sampler;
+        for (std::size_t s = 0; s < settings.size(); ++s) {
+            settings[s].seed = 9 + s;
+            for (std::uint64_t step = 0; step < 12; ++step) {
+                const auto want = reference_sample_token(flat, settings[s], {}, step);
+                const auto got = sampler.sample(flat, settings[s], {}, step);
+                EXPECT_EQ(got.token, want.token)
+                    << hwy::TargetName(target) << ", setting " << s << ", step " << step;
+            }
+        }
+    }
+    hwy::SetSupportedTargetsForTest(0);
 }
 
 // A corrupt checkpoint can yield NaN logits: whatever is picked must still be a token id of
