@@ -73,6 +73,7 @@ struct StageWorker::Impl {
     std::vector<float> hidden_in, compact;
     std::vector<model::SequenceBatchEntry> batch;
     std::vector<std::size_t> kept;  // frame entry index of each batch entry
+    model::StageOutput step_out;    // reused across steps (a tail's logits are 600 KB a row)
 
     void run();
     bool merge_into(mesh::ActivationFrame& into, mesh::ActivationFrame& from) const;
@@ -383,15 +384,15 @@ void StageWorker::Impl::process(mesh::ActivationFrame& frame) {
     const std::span<const float> input = all_kept ? std::span<const float>(hidden_in) : compact;
 
     const auto t0 = Clock::now();
-    auto out = stage.run_layers(batch, input);
-    if (!out) {
+    if (auto ran = stage.run_layers(batch, input, step_out); !ran) {
         logger->error("{}: engine step failed ({} sequences): {}", name, batch.size(),
-                      out.error().message);
+                      ran.error().message);
         for (auto i : kept)
-            fail_entry(frame, frame.entries[i], "engine error: " + out.error().message);
+            fail_entry(frame, frame.entries[i], "engine error: " + ran.error().message);
         update_mirrors(0, 0);
         return;
     }
+    const model::StageOutput* out = &step_out;
     std::size_t n_rows = 0;
     for (const auto& b : batch) n_rows += static_cast<std::size_t>(b.n_tokens);
 

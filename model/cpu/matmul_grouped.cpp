@@ -240,7 +240,7 @@ HWY_INLINE std::int64_t per_stream_prefetch(std::int64_t prefetch_bytes) {
 }
 
 // Rows per pass of the one-token kernel below: a single row's FMA chains wait on their latency
-// (see dot_q4_lookup), so rows go several at a time, as many as the registers hold (3
+// (see dot_q4_lookup_rows), so rows go several at a time, as many as the registers hold (3
 // accumulators per row plus the codes of each).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
 constexpr int kGroupedRows = 4;
