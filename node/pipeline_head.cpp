@@ -409,29 +409,31 @@ void PipelineHead::Impl::admit(Submission sub) {
 }
 
 void PipelineHead::Impl::step() {
-    batch.clear();
     owners.clear();
     // With k stages at most ceil(active / k) sequences per micro-batch, so that k micro-batches
     // are in the pipeline at once.
     const std::size_t cap = (active.size() + n_stages - 1) / n_stages;
     std::int64_t prefill_budget = options.prefill_chunk;
-    for (auto it = active.begin(); it != active.end() && batch.size() < cap; ++it) {
+    std::size_t n_batch = 0;  // entries are reused, so their token vectors keep their storage
+    for (auto it = active.begin(); it != active.end() && n_batch < cap; ++it) {
         if (it->in_flight) continue;
-        model::SequenceBatchEntry e;
-        e.seq_id = it->kv_id;
-        e.pos0 = static_cast<std::int32_t>(it->n_computed);
         std::int64_t n = 1;  // decoding: the token sampled last
         if (it->prefilling()) {
             n = std::min(prefill_budget, it->n_input - it->n_computed);
             if (n <= 0) continue;
             prefill_budget -= n;
         }
+        if (batch.size() == n_batch) batch.emplace_back();
+        model::SequenceBatchEntry& e = batch[n_batch++];
+        e.seq_id = it->kv_id;
+        e.pos0 = static_cast<std::int32_t>(it->n_computed);
         e.n_tokens = static_cast<std::int32_t>(n);
+        e.all_logits = false;
         e.tokens.assign(it->tokens.begin() + it->n_computed,
                         it->tokens.begin() + it->n_computed + n);
-        batch.push_back(std::move(e));
         owners.push_back(it);
     }
+    batch.resize(n_batch);
     if (batch.empty()) return;
 
     const auto t0 = Clock::now();
