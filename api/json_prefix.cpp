@@ -68,6 +68,20 @@ bool JsonPrefixValidator::after_number(char c) {
     return feed(c);
 }
 
+void JsonPrefixValidator::state_key(std::string& out) const {
+    out.clear();
+    out.push_back(static_cast<char>(state_));
+    out.push_back(static_cast<char>(string_is_key_));
+    out.push_back(static_cast<char>(unicode_left_));
+    out.push_back(static_cast<char>(unicode_value_ & 0xFF));
+    out.push_back(static_cast<char>(unicode_value_ >> 8));
+    out.push_back(static_cast<char>(expect_low_surrogate_));
+    out.push_back(static_cast<char>(utf8_left_));
+    out.push_back(static_cast<char>(literal_index_));
+    out.push_back(literal_ != nullptr ? literal_[0] : '\0');  // "true", "false" or "null"
+    out.append(stack_.begin(), stack_.end());
+}
+
 bool JsonPrefixValidator::string_text_accepted(std::string_view text) {
     if (text.empty() || text.find_first_of("\"\\") != std::string_view::npos) return false;
     JsonPrefixValidator inside;

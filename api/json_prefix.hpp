@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,10 @@ public:
     // Non-empty text without a quote or backslash that a string accepts from in_plain_string():
     // no control characters, well-formed UTF-8 (a character cut short at the end is fine).
     static bool string_text_accepted(std::string_view text);
+
+    // All of the state, as bytes: validators with equal keys accept exactly the same texts (a
+    // token mask computed for one key holds for every later state with that key).
+    void state_key(std::string& out) const;
 
     bool failed() const { return state_ == State::failed; }
     // The top-level object has closed (only whitespace may follow).

@@ -221,6 +221,25 @@ void TokenSampler::rebuild_json_state() {
     }
 }
 
+std::vector<std::uint64_t> TokenSampler::json_mask_of_state(std::size_t n_tokens) {
+    // Inside a string most tokens are text without quotes or backslashes, whose acceptance is
+    // known per token; the rest are fed to a copy of the state (assigned, so its stack's
+    // storage is reused).
+    std::vector<std::uint64_t> allowed((n_tokens + 63) / 64, 0);
+    const bool in_string = json_->in_plain_string();
+    for (std::size_t id = 0; id < n_tokens; ++id) {
+        const auto token = static_cast<std::int32_t>(id);
+        bool ok = in_string && texts_.plain_string_text(token);
+        if (!ok) {
+            const std::string& t = texts_.text(token);
+            json_probe_ = *json_;
+            ok = !t.empty() && !model_.tokenizer.is_special(token) && json_probe_.feed(t);
+        }
+        if (ok) allowed[id / 64] |= std::uint64_t{1} << (id % 64);
+    }
+    return allowed;
+}
+
 mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     mesh::SampledTokenInfo out;
     out.request_id = request_id_;
@@ -250,24 +269,21 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     if (json_) {
         // Only tokens whose text keeps the output a valid JSON-object prefix; stop tokens never
         // (generation ends by itself once the object closes).
-        // Inside a string most tokens are text without quotes or backslashes, whose acceptance
-        // is known per token; the rest are fed to a copy of the state (assigned, so its
-        // stack's storage is reused).
-        const bool in_string = json_->in_plain_string();
+        constexpr std::size_t kMaxJsonMasks = 64;  // ~19 KB each at 150k tokens
+        json_->state_key(json_key_);
+        auto mask = json_masks_.find(json_key_);
+        if (mask == json_masks_.end()) {
+            if (json_masks_.size() >= kMaxJsonMasks) json_masks_.clear();
+            mask = json_masks_.emplace(json_key_, json_mask_of_state(work_.size())).first;
+        }
+        const std::vector<std::uint64_t>& allowed = mask->second;
         bool any = false;
         for (std::size_t id = 0; id < work_.size(); ++id) {
             if (work_[id] == kMasked) continue;
-            const auto token = static_cast<std::int32_t>(id);
-            if (in_string && texts_.plain_string_text(token)) {
+            if ((allowed[id / 64] >> (id % 64)) & 1u) {
                 any = true;
-                continue;
-            }
-            const std::string& t = texts_.text(token);
-            json_probe_ = *json_;
-            if (t.empty() || model_.tokenizer.is_special(token) || !json_probe_.feed(t)) {
-                work_[id] = kMasked;
             } else {
-                any = true;
+                work_[id] = kMasked;
             }
         }
         if (!any) {  // nothing can continue the object: end rather than emit invalid JSON

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -88,11 +89,17 @@ private:
     std::vector<std::int32_t> history_;
     std::optional<api::JsonPrefixValidator> json_;
     api::JsonPrefixValidator json_probe_;  // a candidate token tried on a copy of json_
-    std::vector<float> work_;              // biased and masked logits, reused across steps
-    model::Sampler sampler_;               // its buffers too
+    // JSON masks by validator state (api::JsonPrefixValidator::state_key): a bit per token id,
+    // set where its text can follow that state. A JSON output revisits a few states over and
+    // over (after a value in the same object, inside a key), and a mask costs ~3 ms to build.
+    std::unordered_map<std::string, std::vector<std::uint64_t>> json_masks_;
+    std::string json_key_;
+    std::vector<float> work_;  // biased and masked logits, reused across steps
+    model::Sampler sampler_;   // its buffers too
     bool finished_ = false;
 
     void rebuild_json_state();
+    std::vector<std::uint64_t> json_mask_of_state(std::size_t n_tokens);
 };
 
 }  // namespace brigade::node

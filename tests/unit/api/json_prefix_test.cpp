@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -208,6 +209,49 @@ TEST(JsonPrefix, StringTextAcceptanceDependsOnlyOnTheText) {
         ASSERT_TRUE(v.feed(prefix)) << prefix;
         EXPECT_FALSE(v.in_plain_string()) << prefix;
     }
+}
+
+// Token masks are cached by state_key: every prefix with the same key must accept the same
+// texts, and different positions in a document must not all share one key.
+TEST(JsonPrefix, EqualStateKeysAcceptTheSameTexts) {
+    const std::vector<std::string> documents = {
+        R"({"a": [1, 2.5e-3, {"b": "x\u00e9y", "c": [true, false, null]}], "d": {}})",
+        R"({"k": "v", "k2": "\ud83d\ude00 caf\u00e9", "n": -0.0, "m": [[], [[1]]]})",
+        "{\"s\": \"caf\xC3\xA9 \xE4\xB8\xAD\", \"t\": [\"a\", \"b\"]}",
+    };
+    std::mt19937 rng(7);
+    const std::vector<std::string> pieces = {"{", "}",  "[", "]",    ":",    ",",   "\"",  " ", "1",
+                                             "0", ".",  "e", "-",    "tr",   "ue",  "nul", "l", "f",
+                                             "a", "\\", "u", "\xC3", "\xA9", "\\n", "\t"};
+    std::vector<std::string> texts;
+    for (int i = 0; i < 300; ++i) {
+        std::string t;
+        for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k)
+            t += pieces[rng() % pieces.size()];
+        texts.push_back(t);
+    }
+    std::map<std::string, std::vector<bool>> seen;  // key -> acceptance of each text
+    int compared = 0;
+    for (const auto& doc : documents) {
+        for (std::size_t i = 0; i <= doc.size(); ++i) {
+            JsonPrefixValidator v;
+            if (!v.feed(std::string_view(doc).substr(0, i))) continue;
+            std::vector<bool> accepts;
+            for (const auto& t : texts) {
+                JsonPrefixValidator probe = v;
+                accepts.push_back(probe.feed(t));
+            }
+            std::string key;
+            v.state_key(key);
+            const auto [it, fresh] = seen.emplace(key, accepts);
+            if (!fresh) {
+                EXPECT_EQ(it->second, accepts) << "prefix " << doc.substr(0, i);
+                ++compared;
+            }
+        }
+    }
+    EXPECT_GT(compared, 20);      // keys recur
+    EXPECT_GT(seen.size(), 30u);  // and differ
 }
 
 }  // namespace
