@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fast_rng.hpp"
 #include "model/io/quantize.hpp"
 #include "model/io/safetensors_writer.hpp"
 
@@ -44,20 +45,6 @@ const Shape kLlama1b = {"llama-3.2-1b",
                          {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 8192}},
                         5e5};
-
-// xorshift64*: random weights for gigabytes of checkpoint in seconds.
-struct FastRng {
-    std::uint64_t s = 0x9E3779B97F4A7C15ull;
-    std::uint64_t next() {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        return s * 0x2545F4914F6CDD1Dull;
-    }
-    float uniform(float lo, float hi) {
-        return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
-    }
-};
 
 // One tensor of the file: header entry plus a generator of its bytes.
 struct Planned {

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fast_rng.hpp"
 #include "bench/fma_peak.hpp"
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
@@ -55,16 +56,7 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// xorshift64*: fast enough to fill gigabytes of random weights.
-struct Rng {
-    std::uint64_t s = 0x9E3779B97F4A7C15ull;
-    std::uint64_t next() {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        return s * 0x2545F4914F6CDD1Dull;
-    }
-};
+using Rng = brigade::bench::FastRng;
 
 struct Result {
     std::string name;

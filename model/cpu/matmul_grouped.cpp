@@ -231,13 +231,35 @@ HWY_INLINE void row_all_tokens(const std::uint8_t* codes, const GroupedRows& m, 
     for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + b;
 }
 
-// Prefetch distance per row stream of the multi-row tiles below: half that of one stream, so a
-// thread keeps about twice as many bytes in flight with 4 streams, not 4 times. Measured on the
-// device (kernels_bench, two runs, 1 KiB against 2 KiB per stream): at or above on 20 of 21
-// q4/q8 shapes, q4 by 0-18%; below on one (q8 896x896).
-HWY_INLINE std::int64_t per_stream_prefetch(std::int64_t prefetch_bytes) {
-    return prefetch_bytes / 2;
-}
+// Software prefetch for a tile of R rows read side by side. Row i's stream goes on R rows
+// later (the rows in between are the tile's own streams), so a prefetch that runs past the end
+// of its row skips R - 1 rows for every row boundary it crosses. The distance per stream is half
+// that of one row, so a thread keeps about twice a single row's bytes in flight, not R times.
+// Measured on the device (kernels_bench, two runs, 1 KiB against 2 KiB per stream): at or above
+// on 20 of 21 q4/q8 shapes, q4 by 0-18%; below on one (q8 896x896).
+template <int R>
+class TilePrefetch {
+public:
+    TilePrefetch(std::int64_t prefetch_bytes, std::int64_t row_bytes)
+        : distance_(prefetch_bytes / 2), row_bytes_(row_bytes), wrap_(row_bytes) {}
+    // Prefetches for every row of the tile while it reads byte `at` of its row (calls come in
+    // increasing `at`).
+    HWY_INLINE void ahead_of(const std::uint8_t* const* rows, std::int64_t at) {
+        if (distance_ <= 0) return;
+        const std::int64_t ahead = at + distance_;
+        while (ahead >= wrap_) {
+            wrap_ += row_bytes_;
+            skip_ += (R - 1) * row_bytes_;
+        }
+        for (int i = 0; i < R; ++i) hwy::Prefetch(rows[i] + ahead + skip_);
+    }
+
+private:
+    std::int64_t distance_;
+    std::int64_t row_bytes_;
+    std::int64_t wrap_;      // stream offset where the next row boundary lies
+    std::int64_t skip_ = 0;  // bytes of the tile's other rows skipped so far
+};
 
 // Rows per pass of the one-token kernel below: a single row's FMA chains wait on their latency
 // (see dot_q4_lookup_rows), so rows go several at a time, as many as the registers hold (3
@@ -268,9 +290,7 @@ HWY_INLINE void dot_grouped_rows(const std::uint8_t* base, const GroupedRows& m,
     }
     HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
-    const std::int64_t distance = per_stream_prefetch(m.prefetch_bytes);
-    std::int64_t prefetch_wrap = row_bytes;  // as in dot_q4_lookup_rows
-    std::int64_t prefetch_skip = 0;
+    TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
         for (int i = 0; i < R; ++i) {
@@ -281,14 +301,7 @@ HWY_INLINE void dot_grouped_rows(const std::uint8_t* base, const GroupedRows& m,
         }
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
-            const std::int64_t ahead = c_begin * BITS / 8 + distance;
-            while (ahead >= prefetch_wrap) {
-                prefetch_wrap += row_bytes;
-                prefetch_skip += (R - 1) * row_bytes;
-            }
-            if (m.prefetch_bytes > 0) {
-                for (int i = 0; i < R; ++i) hwy::Prefetch(codes[i] + ahead + prefetch_skip);
-            }
+            prefetch.ahead_of(codes, c_begin * BITS / 8);
             for (std::int64_t c = c_begin; c < c_begin + group; c += 2 * n) {
                 const auto x_lo = hn::LoadU(df, xa.x + c);
                 const auto x_hi = hn::LoadU(df, xa.x + c + n);
@@ -408,9 +421,7 @@ HWY_INLINE void dot_q4_lookup_rows(const std::uint8_t* base, const GroupedRows& 
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
     HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
-    const std::int64_t distance = per_stream_prefetch(m.prefetch_bytes);
-    std::int64_t prefetch_wrap = row_bytes;  // stream offset where the next row boundary lies
-    std::int64_t prefetch_skip = 0;          // bytes of the tile's other rows skipped so far
+    TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
         for (int i = 0; i < R; ++i) {
@@ -421,16 +432,8 @@ HWY_INLINE void dot_q4_lookup_rows(const std::uint8_t* base, const GroupedRows& 
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
             __m512 table[R];
-            // Row i's stream goes on R rows later (the rows in between are this tile's own
-            // streams), so a prefetch that runs past the end of its row skips R - 1 rows for
-            // every row boundary it crosses.
-            const std::int64_t ahead = c_begin / 2 + distance;
-            while (ahead >= prefetch_wrap) {
-                prefetch_wrap += row_bytes;
-                prefetch_skip += (R - 1) * row_bytes;
-            }
+            prefetch.ahead_of(codes, c_begin / 2);
             for (int i = 0; i < R; ++i) {
-                if (m.prefetch_bytes > 0) hwy::Prefetch(codes[i] + ahead + prefetch_skip);
                 table[i] =
                     _mm512_fmadd_ps(iota, _mm512_set1_ps(scale[i][g]), _mm512_set1_ps(bias[i][g]));
             }
