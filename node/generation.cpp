@@ -174,10 +174,14 @@ const std::string& TokenTexts::text(std::int32_t id) {
     return texts_[static_cast<std::size_t>(id)];
 }
 
-bool TokenTexts::plain_string_text(std::int32_t id) {
+const std::vector<std::string>& TokenTexts::all() {
     build();
-    return id >= 0 && static_cast<std::size_t>(id) < plain_.size() &&
-           plain_[static_cast<std::size_t>(id)];
+    return texts_;
+}
+
+const std::vector<bool>& TokenTexts::plain_string_texts() {
+    build();
+    return plain_;
 }
 
 TokenSampler::TokenSampler(std::uint64_t request_id, GenerationSetup setup,
@@ -227,13 +231,17 @@ std::vector<std::uint64_t> TokenSampler::json_mask_of_state(std::size_t n_tokens
     // storage is reused).
     std::vector<std::uint64_t> allowed((n_tokens + 63) / 64, 0);
     const bool in_string = json_->in_plain_string();
-    for (std::size_t id = 0; id < n_tokens; ++id) {
-        const auto token = static_cast<std::int32_t>(id);
-        bool ok = in_string && texts_.plain_string_text(token);
+    const std::vector<std::string>& texts = texts_.all();
+    const std::vector<bool>& plain = texts_.plain_string_texts();
+    // Ids past the tokenizer's vocabulary (padding rows of the logits) have no text: masked.
+    const std::size_t n_known = std::min(n_tokens, texts.size());
+    for (std::size_t id = 0; id < n_known; ++id) {
+        bool ok = in_string && plain[id];
         if (!ok) {
-            const std::string& t = texts_.text(token);
+            const std::string& t = texts[id];
             json_probe_ = *json_;
-            ok = !t.empty() && !model_.tokenizer.is_special(token) && json_probe_.feed(t);
+            ok = !t.empty() && !model_.tokenizer.is_special(static_cast<std::int32_t>(id)) &&
+                 json_probe_.feed(t);
         }
         if (ok) allowed[id / 64] |= std::uint64_t{1} << (id % 64);
     }

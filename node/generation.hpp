@@ -48,9 +48,11 @@ class TokenTexts {
 public:
     explicit TokenTexts(const model::text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
     const std::string& text(std::int32_t id);
-    // A normal (not special) token whose text a JSON string accepts from between characters
-    // (api::JsonPrefixValidator::string_text_accepted), for the JSON mask.
-    bool plain_string_text(std::int32_t id);
+    // The whole table, for loops over the vocabulary (one build check, not one per token).
+    const std::vector<std::string>& all();
+    // Per token: a normal (not special) token whose text a JSON string accepts from between
+    // characters (api::JsonPrefixValidator::string_text_accepted), for the JSON mask.
+    const std::vector<bool>& plain_string_texts();
 
 private:
     void build();
