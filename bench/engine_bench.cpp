@@ -20,7 +20,13 @@
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //                [--int8-activations] [--profile] [--attention-min-keys N]
+//                [--batched-min-tokens N] [--batches 4,16]
 //
+// --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
+// puts the tokens along the vector (5: always; 1000: never), to compare the two batched
+// kernels in one run.
+// --batches: how many sequences the batched-decode cases decode together (at most 31 take the
+// decode kernels; from gemm_min_tokens on, a step's matmuls are prompt-style panels).
 // --attention-min-keys N: the CPU backend's CpuTuning::min_keys_per_split (how finely decode
 // attention splits the keys over threads), to compare split sizes in the engine.
 // --profile: decode cases also print where a step's time goes, op by op (bench/op_profile.hpp:
@@ -233,7 +239,8 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, double bandwidth_gbs, Result& r,
-              bool int8_activations, bool profile, std::int64_t attention_min_keys) {
+              bool int8_activations, bool profile, std::int64_t attention_min_keys,
+              std::int64_t batched_min_tokens, const std::vector<int>& batches) {
     using namespace brigade::model;
     r.model = shape.name;
     r.format = int8_activations && format != "bf16" ? format + "+int8" : format;
@@ -242,10 +249,12 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     bo.n_threads = threads;
     bo.cpu_int8_activations = int8_activations;
     auto backend = make_backend(kind, bo);
-    if (kind == BackendKind::kCpu && attention_min_keys > 0) {
-        cpu::CpuTuning tuning;  // as make_backend, with the attention split size changed
+    if (kind == BackendKind::kCpu && (attention_min_keys > 0 || batched_min_tokens > 0)) {
+        cpu::CpuTuning tuning;  // as make_backend, with the options above changed
+        tuning.int16_activations = bo.cpu_int16_activations;
         tuning.int8_activations = int8_activations;
-        tuning.min_keys_per_split = attention_min_keys;
+        if (attention_min_keys > 0) tuning.min_keys_per_split = attention_min_keys;
+        tuning.batched_min_tokens = batched_min_tokens;
         backend = cpu::make_cpu_backend(bo, tuning);
     }
     if (!backend) {
@@ -355,7 +364,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     double params = static_cast<double>(shape.vocab) * shape.hidden;
     params +=
         shape.layers * (layer_prompt_flops(shape, 1) - 4.0 * shape.heads * shape.head_dim) / 2.0;
-    for (int b : {4, 16}) {
+    for (int b : batches) {
         const int short_prompt = 16;
         for (int i = 0; i < b; ++i) {
             auto p = prompt_of(short_prompt, i);
@@ -519,8 +528,10 @@ void write_json(const std::string& path, const std::vector<Result>& results, dou
 int main(int argc, char** argv) {
     std::string models = "qwen2.5-0.5b,llama-3.2-1b", formats = "bf16,q8,q4", backend = "cpu";
     std::string dir_arg, json_path, prompts_arg = "512,4096", contexts_arg = "8192,32768";
+    std::string batches_arg = "4,16";
     int threads = 0, n_decode = 32, layers = 0;
     bool keep = false, int8_activations = false, profile = false;
+    std::int64_t batched_min_tokens = 0;  // 0: the backend's default
     std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -559,13 +570,17 @@ int main(int argc, char** argv) {
             profile = true;
         else if (a == "--attention-min-keys")
             attention_min_keys = std::stoll(next());
+        else if (a == "--batches")
+            batches_arg = next();
+        else if (a == "--batched-min-tokens")
+            batched_min_tokens = std::stoll(next());
         else {
             std::fprintf(stderr,
                          "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
                          "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
                          "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
                          "[--keep] [--json FILE] [--int8-activations] [--profile] "
-                         "[--attention-min-keys N]\n");
+                         "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16]\n");
             return 2;
         }
     }
@@ -574,6 +589,7 @@ int main(int argc, char** argv) {
     const int n_threads = threads > 0 ? threads : hw;
     const std::vector<int> prompts = int_list(prompts_arg);
     const std::vector<int> contexts = int_list(contexts_arg);
+    const std::vector<int> batches = int_list(batches_arg);
     std::filesystem::path root = dir_arg.empty()
                                      ? std::filesystem::temp_directory_path() /
                                            ("brigade-engine-bench-" + std::to_string(::getpid()))
@@ -603,7 +619,8 @@ int main(int argc, char** argv) {
             }
             Result r;
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, bwn, r,
-                          int8_activations, profile, attention_min_keys)) {
+                          int8_activations, profile, attention_min_keys, batched_min_tokens,
+                          batches)) {
                 return 1;
             }
             results.push_back(r);

@@ -331,6 +331,13 @@ int main(int argc, char** argv) {
     CpuTuning one_row = grouped;  // the grouped kernels one row at a time
     one_row.grouped_multi_row = false;
     CpuBackend one_row_backend(BackendOptions{opt.threads}, one_row);
+    // Batches of 8+ tokens through each kernel, whichever the target's default is.
+    CpuTuning dot_tiles = grouped;  // columns along the vector
+    dot_tiles.batched_min_tokens = 1000;
+    CpuBackend dot_tiles_backend(BackendOptions{opt.threads}, dot_tiles);
+    CpuTuning token_vectors = grouped;  // tokens along the vector
+    token_vectors.batched_min_tokens = 5;
+    CpuBackend token_vectors_backend(BackendOptions{opt.threads}, token_vectors);
     const int n_threads = backend.n_threads();
     // The target the kernels dispatch to: the best one both supported here and compiled in.
     const std::int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
@@ -497,8 +504,8 @@ int main(int argc, char** argv) {
             const std::vector<OwnedMatrix> hot(copies.begin(), copies.begin() + 1);
             const double bytes = static_cast<double>(copies[0].view.total_bytes());
             double t1 = 0;
-            for (std::int64_t n :
-                 {std::int64_t{1}, std::int64_t{4}, std::int64_t{8}, std::int64_t{16}}) {
+            for (std::int64_t n : {std::int64_t{1}, std::int64_t{4}, std::int64_t{8},
+                                   std::int64_t{16}, std::int64_t{24}}) {
                 const auto x = random_activations(static_cast<std::size_t>(n * s.cols), rng);
                 std::vector<float> y(static_cast<std::size_t>(n * s.rows));
                 auto one = [&](CpuBackend& b, const std::string& label) {
@@ -518,6 +525,10 @@ int main(int argc, char** argv) {
                         100.0 * gflops / fma_peak);
                 };
                 one(backend, "");
+                if (n >= 8) {
+                    one(dot_tiles_backend, " [dot tiles]");
+                    one(token_vectors_backend, " [token vectors]");
+                }
                 if (n >= 16) one(panel_backend, " [panels]");
                 if (n == 1 && f.bits != 0) one(one_row_backend, " [1 row]");
                 if (n <= 4 && f.bits != 0) {

@@ -179,6 +179,24 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
                                         tuning_.grouped_multi_row};
         return in;
     }
+    const std::int64_t batched_from =
+        tuning_.batched_min_tokens > 0 ? tuning_.batched_min_tokens : batched_min_tokens();
+    if (n > 4 && n >= batched_from && batched_kernel_supports(w)) {
+        const std::int64_t cols = w.cols;
+        const auto xt_floats = static_cast<std::size_t>(cols * batched_token_stride(n));
+        if (s.xt.size() < xt_floats) s.xt.resize(xt_floats);
+        if (n * cols < kMinParallelElements) {
+            transpose_tokens(x, n, cols, 0, cols, s.xt.data());
+        } else {
+            parallel_ranges(cols, 256, [&](std::int64_t begin, std::int64_t end, int) {
+                transpose_tokens(x, n, cols, begin, end, s.xt.data());
+            });
+        }
+        reserve_scratch(static_cast<std::size_t>(batched_row_scratch_floats()));
+        in.kernel = DecodeInput::Kernel::kBatched;
+        in.xt = s.xt.data();
+        return in;
+    }
     if (n > 4) reserve_scratch(static_cast<std::size_t>(4 * w.cols));
     return in;
 }
@@ -196,6 +214,11 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
         case DecodeInput::Kernel::kInt8:
             gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,
                            row_end, bias, y, w.rows);
+            return;
+        case DecodeInput::Kernel::kBatched:
+            gemv_rows_batched(w, in.xt, n, row_begin, row_end, bias, y, w.rows,
+                              scratch_[static_cast<std::size_t>(thread)].data(),
+                              tuning_.prefetch_bytes);
             return;
         case DecodeInput::Kernel::kPlain:
             gemv_rows(w, x, n, row_begin, row_end, bias, y, w.rows,

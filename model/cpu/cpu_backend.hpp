@@ -49,6 +49,13 @@ struct CpuTuning {
     // The grouped kernels (lookup or not) take 2-4 rows per pass for one token, sharing each x
     // load; false: one row at a time.
     bool grouped_multi_row = true;
+    // Decode of this many tokens or more (up to gemm_min_tokens) puts the tokens along the
+    // vector (gemv_rows_batched: x transposed, each weight broadcast into R x TV token
+    // vectors); fewer take tiles of 2-4 rows x 4 tokens with the columns along the vector
+    // (gemv_rows), which stream the activations from L2 once per row tile and reduce every
+    // output across lanes. 0: the target's default (batched_min_tokens: AVX2 from 9 tokens,
+    // where it measured faster; off elsewhere).
+    std::int64_t batched_min_tokens = 0;
     // A context is split over several attention tiles once each still has this many keys
     // (divided by the KV heads a decode tile covers). Measured in the engine on a 16-core Xeon
     // VM (engine_bench --attention-min-keys, bench/RESULTS.md session 4): 64 instead of 256
@@ -105,12 +112,13 @@ private:
     // The activations of one decode matmul as its kernel takes them, prepared once per call
     // (and shared by the matrices of a fused op that take the same preparation).
     struct DecodeInput {
-        enum class Kernel { kPlain, kInt16, kGrouped, kInt8 };
+        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kBatched };
         Kernel kernel = Kernel::kPlain;
         int bits = 0, group_size = 0;  // what the preparation depended on
         Int16Activations int16;
         GroupedActivations grouped;
         Int8Activations int8;
+        const float* xt = nullptr;  // kBatched: x transposed (transpose_tokens)
     };
     // Buffers of one prepared input.
     struct DecodeScratch {
@@ -120,6 +128,7 @@ private:
         std::vector<std::int8_t> x8;         // int8 activations (opt-in)
         std::vector<float> x8_step, x8_sum;  // [n, n_groups] their steps and f32 group sums
         std::vector<std::int32_t> x8_qsum;   // [n, n_groups] Σ xq per group
+        std::vector<float> xt;               // batched decode: x transposed
     };
     // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
     // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then

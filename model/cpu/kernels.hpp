@@ -24,6 +24,26 @@ void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64
                std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
                float* row_scratch, std::int64_t prefetch_bytes = 0);
 
+// Batched decode (up to 31 tokens) with the tokens along the vector (matmul.cpp): x [n, cols]
+// transposed into xt [cols, batched_token_stride(n)] (columns [c_begin, c_end) per call, the
+// lanes past n zero) by `transpose_tokens`; `gemv_rows_batched` then writes y as `gemv_rows`
+// does, decoding blocks of each row into `row_scratch` (batched_row_scratch_floats() floats).
+// Every output is summed over the columns in order, so any split of the rows gives the same
+// bits.
+std::int64_t batched_token_stride(std::int64_t n);
+std::int64_t batched_row_scratch_floats();
+// Whether gemv_rows_batched takes w (quantized groups of at most 256 columns).
+bool batched_kernel_supports(const WeightMatrix& w);
+// The fewest tokens from which gemv_rows_batched is used by default on this CPU's target:
+// where measured faster than gemv_rows (AVX2: 9), else a number past any decode batch.
+std::int64_t batched_min_tokens();
+void transpose_tokens(const float* x, std::int64_t n, std::int64_t cols, std::int64_t c_begin,
+                      std::int64_t c_end, float* xt);
+void gemv_rows_batched(const WeightMatrix& w, const float* xt, std::int64_t n,
+                       std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, std::int64_t ldy, float* row_scratch,
+                       std::int64_t prefetch_bytes = 0);
+
 // Activations of a quantized-weight GEMV as int16 per weight group (matmul_int16.cpp):
 // xq [n, cols] in the kernel's layout, step [n, n_groups] (x ≈ xq * step) and sum
 // [n, n_groups] (the exact f32 sum of each group of x, for the bias term).

@@ -317,6 +317,222 @@ HWY_INLINE std::int64_t gemv_row_tiles(const WeightMatrix& w, const float* x, st
     return r;
 }
 
+// ---- Batched decode with the tokens along the vector (gemv_rows_batched) ----
+//
+// The tiles above put columns along the vector: every (row, token) pair keeps a vector of
+// partial sums, reduced across lanes at the end, and every x vector loaded feeds only R rows,
+// so 16 tokens' activations (beyond L1) stream from L2 once per row tile. Here the vector holds
+// tokens instead: x is transposed once per matmul (xt[c][t]), a row's weight at column c is
+// broadcast from its decoded f32 block and multiplied into one vector per token-lane group, so
+// each step is R row broadcasts, TV activation loads and R * TV FMAs, with no reduction. Each
+// output is one chain over the columns in order, whatever rows share its tile, so every split
+// of the rows gives the same bits.
+
+// Columns decoded per block (a multiple of every MLX group size: 32, 64, 128); R rows of it
+// stay in L1 while every token multiplies them.
+constexpr std::int64_t kBatchedBlockCols = 256;
+
+// BatchedMinTokens where the kernel is not used by default.
+constexpr std::int64_t kNeverBatched = std::int64_t{1} << 40;
+
+// The row stride of xt (batched_token_stride).
+HWY_INLINE std::int64_t ld_of(std::int64_t n) { return (n + 15) / 16 * 16; }
+
+// Byte offset of column c in a row (c a multiple of 32 for quantized rows).
+HWY_INLINE std::int64_t column_bytes(const WeightMatrix& w, std::int64_t c) {
+    return w.quantized() ? c * w.bits / 8 : c * static_cast<std::int64_t>(dtype_bits(w.dtype) / 8);
+}
+
+// f32 elements [c0, c1) of row r (c0 and, unless c1 == cols, c1 on group boundaries).
+HWY_INLINE void decode_row_block(const WeightMatrix& w, std::int64_t r, std::int64_t c0,
+                                 std::int64_t c1, float* out) {
+    const DF df;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    const auto* row = static_cast<const std::uint8_t*>(w.data) + r * w.row_bytes();
+    if (!w.quantized()) {
+        const std::int64_t count = c1 - c0;
+        switch (w.dtype) {
+            case DType::kF32:
+                std::memcpy(out, row + c0 * 4, static_cast<std::size_t>(count) * 4);
+                return;
+            case DType::kBF16:
+                return dequantize_plain_row<DType::kBF16>(row + c0 * 2, count, out);
+            default:
+                return dequantize_plain_row<DType::kF16>(row + c0 * 2, count, out);
+        }
+    }
+    const int bits = w.bits;
+    const std::int64_t group = w.group_size;
+    const std::int64_t n_groups = w.cols / group;
+    HWY_ALIGN std::uint8_t staged[32];
+    for (std::int64_t g = c0 / group; g < c1 / group; ++g) {
+        const auto scale = hn::Set(df, load_any(w.scale_dtype, w.scales, r * n_groups + g));
+        const auto bias = hn::Set(df, load_any(w.scale_dtype, w.biases, r * n_groups + g));
+        for (std::int64_t b = g * group; b < (g + 1) * group; b += 32) {
+            const std::uint8_t* codes = stage_block(row + b * bits / 8, bits, staged);
+            for (std::int64_t j = 0; j < 32; j += n) {
+                hn::StoreU(hn::MulAdd(codes_to_f32(codes + j), scale, bias), df, out + b - c0 + j);
+            }
+        }
+    }
+}
+
+// out[i][j * L + l] = Σ_c row(r0 + i)[c] · xt[c][t_off + j * L + l] for R rows and TV vectors
+// of L token lanes. `scratch` holds R * kBatchedBlockCols floats.
+template <class D, int R, int TV>
+HWY_INLINE void batched_tile(const WeightMatrix& w, std::int64_t r0, const float* xt,
+                             std::int64_t ld, std::int64_t t_off, float* scratch,
+                             std::int64_t prefetch_bytes, float* out) {
+    const D d;
+    const auto L = static_cast<std::int64_t>(hn::Lanes(d));
+    const std::int64_t cols = w.cols;
+    // Whole groups per block (batched_kernel_supports: groups of at most kBatchedBlockCols).
+    const std::int64_t block =
+        w.quantized() ? kBatchedBlockCols / w.group_size * w.group_size : kBatchedBlockCols;
+    const auto* base = static_cast<const std::uint8_t*>(w.data);
+    const std::int64_t row_bytes = w.row_bytes();
+    hn::Vec<D> acc[R][TV];
+    for (int i = 0; i < R; ++i) {
+        for (int j = 0; j < TV; ++j) acc[i][j] = hn::Zero(d);
+    }
+    for (std::int64_t c0 = 0; c0 < cols; c0 += block) {
+        const std::int64_t c1 = std::min(cols, c0 + block);
+        // Two blocks ahead in every row (past a row's end: the next tile's rows, which follow
+        // in memory), so the codes arrive while this block and the next are multiplied.
+        if (prefetch_bytes > 0) {
+            std::int64_t ahead = c1 + block;
+            std::int64_t first_row = r0;
+            if (ahead >= cols) {
+                ahead -= cols;
+                first_row += R;
+            }
+            const std::int64_t from = column_bytes(w, std::min(ahead, cols));
+            const std::int64_t to = column_bytes(w, std::min(ahead + block, cols));
+            for (std::int64_t i = first_row; i < std::min(first_row + R, w.rows); ++i) {
+                for (std::int64_t at = from; at < to; at += 64) {
+                    hwy::Prefetch(base + i * row_bytes + at);
+                }
+            }
+        }
+        for (int i = 0; i < R; ++i) {
+            decode_row_block(w, r0 + i, c0, c1, scratch + i * kBatchedBlockCols);
+        }
+        for (std::int64_t c = c0; c < c1; ++c) {
+            const float* xc = xt + c * ld + t_off;
+            hn::Vec<D> xv[TV];
+            for (int j = 0; j < TV; ++j) xv[j] = hn::LoadU(d, xc + j * L);
+            const float* wc = scratch + (c - c0);
+            for (int i = 0; i < R; ++i) {
+                // A constant stride: one base register addresses every row (with a stride
+                // known only at run time, 16 rows ran out of registers and reloaded each
+                // row's pointer from the stack per column, twice the loads).
+                const auto wv = hn::Set(d, wc[i * kBatchedBlockCols]);
+                for (int j = 0; j < TV; ++j) acc[i][j] = hn::MulAdd(wv, xv[j], acc[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        for (int j = 0; j < TV; ++j) hn::StoreU(acc[i][j], d, out + (i * TV + j) * L);
+    }
+}
+
+// Rows [r, row_end) in tiles of R for TV token vectors from t_off; returns the first row not
+// done (fewer than R left).
+template <class D, int R, int TV>
+HWY_INLINE std::int64_t batched_rows(const WeightMatrix& w, std::int64_t r, std::int64_t row_end,
+                                     const float* xt, std::int64_t ld, std::int64_t n,
+                                     std::int64_t t_off, const WeightVector* bias, float* y,
+                                     std::int64_t ldy, float* scratch,
+                                     std::int64_t prefetch_bytes) {
+    const D d;
+    const auto L = static_cast<std::int64_t>(hn::Lanes(d));
+    const bool has_bias = bias != nullptr && bias->valid();
+    HWY_ALIGN float out[R * TV * hn::MaxLanes(D())];
+    const std::int64_t t_end = std::min(n, t_off + TV * L);
+    for (; r + R <= row_end; r += R) {
+        batched_tile<D, R, TV>(w, r, xt, ld, t_off, scratch, prefetch_bytes, out);
+        for (int i = 0; i < R; ++i) {
+            const float b = has_bias ? load_any(bias->dtype, bias->data, r + i) : 0.0f;
+            for (std::int64_t t = t_off; t < t_end; ++t) {
+                y[t * ldy + r + i] = out[i * TV * L + (t - t_off)] + b;
+            }
+        }
+    }
+    return r;
+}
+
+// Registers hold the accumulators of R rows x TV token vectors: 24 of 32 vector registers
+// (AVX-512, AArch64), 12 of 16 elsewhere; the rest hold the activations and the broadcast.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
+constexpr int kBatchedAccumulators = 24;
+#else
+constexpr int kBatchedAccumulators = 12;
+#endif
+
+template <class D, int TV>
+HWY_INLINE void batched_token_group(const WeightMatrix& w, std::int64_t row_begin,
+                                    std::int64_t row_end, const float* xt, std::int64_t ld,
+                                    std::int64_t n, std::int64_t t_off, const WeightVector* bias,
+                                    float* y, std::int64_t ldy, float* scratch,
+                                    std::int64_t prefetch_bytes) {
+    constexpr int kRows = std::min(16, kBatchedAccumulators / TV);
+    std::int64_t r = row_begin;
+    r = batched_rows<D, kRows, TV>(w, r, row_end, xt, ld, n, t_off, bias, y, ldy, scratch,
+                                   prefetch_bytes);
+    if constexpr (kRows > 4) {
+        r = batched_rows<D, 4, TV>(w, r, row_end, xt, ld, n, t_off, bias, y, ldy, scratch,
+                                   prefetch_bytes);
+    }
+    batched_rows<D, 1, TV>(w, r, row_end, xt, ld, n, t_off, bias, y, ldy, scratch, prefetch_bytes);
+}
+
+template <class D>
+HWY_INLINE void batched_all_tokens(const WeightMatrix& w, std::int64_t row_begin,
+                                   std::int64_t row_end, const float* xt, std::int64_t ld,
+                                   std::int64_t n, const WeightVector* bias, float* y,
+                                   std::int64_t ldy, float* scratch, std::int64_t prefetch_bytes) {
+    const auto L = static_cast<std::int64_t>(hn::Lanes(D()));
+    // Up to 4 token vectors per pass over the rows (4-lane targets take 17-31 tokens in two).
+    for (std::int64_t t = 0; t < n; t += 4 * L) {
+        const std::int64_t tv = std::min<std::int64_t>(4, (n - t + L - 1) / L);
+        if (tv == 1)
+            batched_token_group<D, 1>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
+                                      prefetch_bytes);
+        if (tv == 2)
+            batched_token_group<D, 2>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
+                                      prefetch_bytes);
+        if (tv == 3)
+            batched_token_group<D, 3>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
+                                      prefetch_bytes);
+        if (tv == 4)
+            batched_token_group<D, 4>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
+                                      prefetch_bytes);
+    }
+}
+
+void GemvRowsBatched(const WeightMatrix& w, const float* xt, std::int64_t n, std::int64_t row_begin,
+                     std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
+                     float* row_scratch, std::int64_t prefetch_bytes) {
+    batched_all_tokens<DF>(w, row_begin, row_end, xt, ld_of(n), n, bias, y, ldy, row_scratch,
+                           prefetch_bytes);
+}
+
+// Where this kernel beats the dot tiles, by measurement (bench/RESULTS.md, session 6). With
+// one token vector a step is R broadcasts and R FMAs, a load per FMA against half a load per
+// FMA in the dot tiles, so it needs two vectors of tokens. AVX2 (2-core EPYC): from 16 tokens
+// 30-60% faster in kernels_bench, 20-25% in engine_bench at 16 sequences; at 8 tokens even.
+// AVX-512 (16-core Xeon VM): at 24 tokens 38-52% faster on one thread, but on all 16 threads
+// no consistent gain (kernels -22% to +17%, engine -17% to +11%), so it stays off there; other
+// targets have not been measured and keep the dot tiles (CpuTuning::batched_min_tokens forces
+// it, as the tests do on every target).
+std::int64_t BatchedMinTokens() {
+#if HWY_TARGET == HWY_AVX2
+    return static_cast<std::int64_t>(hn::Lanes(DF())) + 1;
+#else
+    return kNeverBatched;
+#endif
+}
+
 void GemvRows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
               std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
               float* row_scratch, std::int64_t prefetch_bytes) {
@@ -356,6 +572,8 @@ HWY_AFTER_NAMESPACE();
 namespace brigade::model::cpu {
 
 HWY_EXPORT(GemvRows);
+HWY_EXPORT(GemvRowsBatched);
+HWY_EXPORT(BatchedMinTokens);
 HWY_EXPORT(DequantizeRows);
 
 void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
@@ -363,6 +581,34 @@ void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64
                float* row_scratch, std::int64_t prefetch_bytes) {
     HWY_DYNAMIC_DISPATCH(GemvRows)
     (w, x, n, row_begin, row_end, bias, y, ldy, row_scratch, prefetch_bytes);
+}
+
+std::int64_t batched_token_stride(std::int64_t n) { return (n + 15) / 16 * 16; }
+
+std::int64_t batched_row_scratch_floats() { return 16 * 256; }
+
+bool batched_kernel_supports(const WeightMatrix& w) {
+    return !w.quantized() || w.group_size <= 256;
+}
+
+std::int64_t batched_min_tokens() { return HWY_DYNAMIC_DISPATCH(BatchedMinTokens)(); }
+
+void transpose_tokens(const float* x, std::int64_t n, std::int64_t cols, std::int64_t c_begin,
+                      std::int64_t c_end, float* xt) {
+    const std::int64_t ld = batched_token_stride(n);
+    for (std::int64_t c = c_begin; c < c_end; ++c) {
+        float* dst = xt + c * ld;
+        for (std::int64_t t = 0; t < n; ++t) dst[t] = x[t * cols + c];
+        for (std::int64_t t = n; t < ld; ++t) dst[t] = 0.0f;
+    }
+}
+
+void gemv_rows_batched(const WeightMatrix& w, const float* xt, std::int64_t n,
+                       std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, std::int64_t ldy, float* row_scratch,
+                       std::int64_t prefetch_bytes) {
+    HWY_DYNAMIC_DISPATCH(GemvRowsBatched)
+    (w, xt, n, row_begin, row_end, bias, y, ldy, row_scratch, prefetch_bytes);
 }
 
 void dequantize_rows(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,

@@ -15,6 +15,7 @@
 #include <hwy/targets.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "model/cpu/cpu_backend.hpp"
@@ -170,6 +171,52 @@ TEST(CpuMatmul, BatchedDecodeOnWideRowsAndManyTokens) {
     }
 }
 
+// Batched decode with the tokens along the vector (forced here from 5 tokens, on any target)
+// sums every output over the columns in order, whatever rows share its register tile, so every
+// thread count (a different split of the rows) gives the same bits; the dot tiles that the
+// other batches take stay correct.
+TEST(CpuMatmul, BatchedDecodeGivesTheSameBitsForEveryRowSplit) {
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    tuning.batched_min_tokens = 5;
+    std::vector<Case> cases;
+    cases.push_back({"bf16 cols=1043", test::make_plain_weight(DType::kBF16, 45, 1043, 21, 2)});
+    cases.push_back(
+        {"q4 g64 cols=1152", test::make_quant_weight(4, 64, DType::kBF16, 45, 1152, 22, 3)});
+    cases.push_back(
+        {"q8 g128 cols=640", test::make_quant_weight(8, 128, DType::kF16, 45, 640, 23, 1)});
+    auto ref = reference();
+    CpuTuning dot_tiles = tuning;
+    dot_tiles.batched_min_tokens = 1000;
+    CpuBackend dot_cpu(BackendOptions{2}, dot_tiles);
+    for (const auto& c : cases) {
+        for (std::int64_t n : {5, 8, 13, 31}) {
+            const auto rows = c.w.view.rows;
+            const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols),
+                                               static_cast<std::uint32_t>(n + 7));
+            std::vector<float> expect(static_cast<std::size_t>(n * rows));
+            ref->matmul(c.w.view, x.data(), n, expect.data());
+            std::vector<float> first;
+            for (int threads : {1, 2, 3, 7}) {
+                CpuBackend cpu(BackendOptions{threads}, tuning);
+                std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+                cpu.matmul(c.w.view, x.data(), n, y.data());
+                const std::string what = c.what + " threads=" + std::to_string(threads);
+                expect_close_matmul(c.w, x, n, y, expect, what);
+                if (first.empty()) {
+                    first = y;
+                } else {
+                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
+                        << what << " n=" << n;
+                }
+            }
+            std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+            dot_cpu.matmul(c.w.view, x.data(), n, y.data());
+            expect_close_matmul(c.w, x, n, y, expect, "dot tiles " + c.what);
+        }
+    }
+}
+
 TEST(CpuMatmul, DecodeKernelsPlainFusedAllFormats) {
     CpuTuning tuning;
     tuning.int16_activations = false;
@@ -307,10 +354,15 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     fused.grouped_quant = false;
     CpuTuning one_row = grouped;  // the grouped kernels without their multi-row one-token tiles
     one_row.grouped_multi_row = false;
+    CpuTuning token_vectors = grouped;  // batches with the tokens along the vector
+    token_vectors.batched_min_tokens = 5;
+    CpuTuning dot_tiles = grouped;  // batches with the columns along the vector
+    dot_tiles.batched_min_tokens = 1000;
     for (std::int64_t target : targets) {
         for (const auto& [tuning_name, tuning] :
              {std::pair{"int16", CpuTuning{}}, std::pair{"grouped", grouped},
-              std::pair{"grouped one row", one_row}, std::pair{"fused", fused}}) {
+              std::pair{"grouped one row", one_row}, std::pair{"fused", fused},
+              std::pair{"token vectors", token_vectors}, std::pair{"dot tiles", dot_tiles}}) {
             hwy::SetSupportedTargetsForTest(target);
             CpuBackend cpu(BackendOptions{2}, tuning);
             std::vector<Case> cases;
@@ -321,7 +373,7 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
                                  test::make_quant_weight(bits, 32, DType::kF16, 9, 160, bits, 2)});
             }
             for (const auto& c : cases) {
-                for (std::int64_t n : {1, 3, 6, 20}) {
+                for (std::int64_t n : {1, 3, 6, 20, 31}) {
                     const auto x =
                         test::random_floats(static_cast<std::size_t>(n * c.w.view.cols), 9);
                     std::vector<float> y(static_cast<std::size_t>(n * 9)), expect(y.size());
