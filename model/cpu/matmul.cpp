@@ -519,10 +519,11 @@ void GemvRowsBatched(const WeightMatrix& w, const float* xt, std::int64_t n, std
 
 // Where this kernel beats the dot tiles, by measurement (bench/RESULTS.md, session 6). With
 // one token vector a step is R broadcasts and R FMAs, a load per FMA against half a load per
-// FMA in the dot tiles, so it needs two vectors of tokens. AVX2 (2-core EPYC): from 16 tokens
-// 30-60% faster in kernels_bench, 20-25% in engine_bench at 16 sequences; at 8 tokens even.
-// AVX-512 (16-core Xeon VM): at 24 tokens 38-52% faster on one thread, but on all 16 threads
-// no consistent gain (kernels -22% to +17%, engine -17% to +11%), so it stays off there; other
+// FMA in the dot tiles, so it needs two vectors of tokens. AVX2 (2-core EPYC, one thread):
+// 4-60% faster at 16 and 24 tokens in all 36 kernels_bench pairs, 2-19% slower at 8 (the
+// engine on that shared machine was too noisy to show either). AVX-512 (16-core Xeon VM): at
+// 24 tokens 38-52% faster on one thread, but on all 16 threads no consistent gain (kernels
+// -22% to +17%, engine -17% to +11%), so it stays off there; other
 // targets have not been measured and keep the dot tiles (CpuTuning::batched_min_tokens forces
 // it, as the tests do on every target).
 std::int64_t BatchedMinTokens() {
