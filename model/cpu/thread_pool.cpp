@@ -89,15 +89,47 @@ std::int64_t ThreadPool::claim(std::uint64_t job, int lane) {
 
 std::uint64_t ThreadPool::work_on(std::uint64_t job, int thread) {
     // Own lane first, then the others' in turn: the threads' steals start at different lanes.
+    // A worker reports its own lane's count before it looks at the others, and the caller
+    // checks for completion before it does: that look reads every other lane's cache line,
+    // written by another core, and while every lane was run by its owner nobody needs to wait
+    // for it. Whatever a worker steals it reports again after. Measured on a 16-core Xeon VM
+    // (kernels_bench "fork-join", 3 pairs): an empty region 2.38-2.48 -> 2.09-2.35 µs with 1
+    // task per thread, 2.88-3.08 -> 2.64-2.69 µs with 4.
     std::uint64_t n_ran = 0;
-    for (int k = 0; k < n_threads_; ++k) {
+    for (std::int64_t task = claim(job, thread); task >= 0; task = claim(job, thread)) {
+        fn_(ctx_, first_task_ + task, thread);
+        ++n_ran;
+    }
+    if (thread != 0 && n_ran > 0) report_done(job, thread, n_ran);
+    if (thread == 0 && all_done(job, n_ran)) return n_ran;
+    const std::uint64_t own = n_ran;
+    for (int k = 1; k < n_threads_; ++k) {
         const int lane = (thread + k) % n_threads_;
         for (std::int64_t task = claim(job, lane); task >= 0; task = claim(job, lane)) {
             fn_(ctx_, first_task_ + task, thread);
             ++n_ran;
         }
     }
+    if (thread != 0 && n_ran > own) report_done(job, thread, n_ran);
     return n_ran;
+}
+
+void ThreadPool::report_done(std::uint64_t job, int thread, std::uint64_t n_ran) {
+    // Only this thread writes its word, and the caller cannot start the next job before every
+    // task of this one is counted, so a count is never overwritten while the caller needs it.
+    done_[static_cast<std::size_t>(thread)].word.store(make_word(gen_of(job), n_ran),
+                                                       std::memory_order_release);
+}
+
+bool ThreadPool::all_done(std::uint64_t job, std::uint64_t mine) const {
+    const std::uint64_t gen = gen_of(job);
+    std::uint64_t done = mine;
+    for (int t = 1; t < n_threads_; ++t) {
+        const std::uint64_t w =
+            done_[static_cast<std::size_t>(t)].word.load(std::memory_order_acquire);
+        if (gen_of(w) == gen) done += count_of(w);
+    }
+    return done == count_of(job);
 }
 
 void ThreadPool::run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* ctx) {
@@ -122,15 +154,8 @@ void ThreadPool::run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* 
         wake_.notify_all();
     }
     const std::uint64_t mine = work_on(job, 0);
-    const auto total = static_cast<std::uint64_t>(n_tasks);
     for (int spins = 0;; ++spins) {
-        std::uint64_t done = mine;
-        for (int t = 1; t < n_threads_; ++t) {
-            const std::uint64_t w =
-                done_[static_cast<std::size_t>(t)].word.load(std::memory_order_acquire);
-            if (gen_of(w) == gen) done += count_of(w);
-        }
-        if (done == total) return;
+        if (all_done(job, mine)) return;
         if (spins < kSpinIterations) {
             cpu_relax();
         } else {
@@ -156,14 +181,7 @@ void ThreadPool::worker_loop(int thread) {
         }
         if (stop_.load(std::memory_order_acquire)) return;
         seen = job_.load(std::memory_order_acquire);
-        const std::uint64_t n_ran = work_on(seen, thread);
-        // Only a thread that ran tasks reports, and it is the only writer of its word; the
-        // caller cannot start the next job before this store, so it never overwrites a count
-        // the caller still needs.
-        if (n_ran > 0) {
-            done_[static_cast<std::size_t>(thread)].word.store(make_word(gen_of(seen), n_ran),
-                                                               std::memory_order_release);
-        }
+        work_on(seen, thread);  // reports what it ran
     }
 }
 

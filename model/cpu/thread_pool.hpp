@@ -79,7 +79,11 @@ private:
     void run(std::int64_t first, std::int64_t n_tasks, TaskFn fn, void* ctx);
     void worker_loop(int thread);
     // Runs tasks of job word `job` until none is left to claim; returns how many it ran.
+    // Workers report their counts in done_ (thread 0, the caller, counts its own).
     std::uint64_t work_on(std::uint64_t job, int thread);
+    void report_done(std::uint64_t job, int thread, std::uint64_t n_ran);
+    // Whether every task of `job` is counted: `mine` on the caller plus the workers' reports.
+    bool all_done(std::uint64_t job, std::uint64_t mine) const;
     // Claims the next task of lane `lane` for job `job`; -1 when the lane has none left or
     // the job is over.
     std::int64_t claim(std::uint64_t job, int lane);
