@@ -22,6 +22,14 @@ namespace brigade::model::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Vector registers of the target: 32 on AVX-512 and AArch64, 16 elsewhere. Register tiles of
+// the kernels are sized from it.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
+constexpr int kVectorRegisters = 32;
+#else
+constexpr int kVectorRegisters = 16;
+#endif
+
 HWY_INLINE float load_any(DType dtype, const void* base, std::int64_t index) {
     const auto* p = static_cast<const std::uint8_t*>(base);
     if (dtype == DType::kF32) {

@@ -30,6 +30,11 @@ void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64
 // does, decoding blocks of each row into `row_scratch` (batched_row_scratch_floats() floats).
 // Every output is summed over the columns in order, so any split of the rows gives the same
 // bits.
+// Columns gemv_rows_batched decodes per block, most rows in one register tile and most f32
+// lanes of a target (xt rows are padded to a multiple of them).
+inline constexpr std::int64_t kBatchedBlockCols = 256;
+inline constexpr int kBatchedMaxRows = 16;
+inline constexpr std::int64_t kBatchedMaxLanes = 16;
 std::int64_t batched_token_stride(std::int64_t n);
 std::int64_t batched_row_scratch_floats();
 // Whether gemv_rows_batched takes w (quantized groups of at most 256 columns).

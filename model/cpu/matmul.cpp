@@ -162,39 +162,48 @@ HWY_INLINE void dequantize_plain_row(const std::uint8_t* row, std::int64_t cols,
     for (; c < cols; ++c) out[c] = load_any(DT, row, c);
 }
 
-HWY_INLINE void dequantize_one_row(const WeightMatrix& w, std::int64_t r, float* out) {
-    const auto* base = static_cast<const std::uint8_t*>(w.data);
-    if (!w.quantized()) {
-        const auto* row = base + r * w.row_bytes();
-        switch (w.dtype) {
-            case DType::kF32:
-                dequantize_plain_row<DType::kF32>(row, w.cols, out);
-                return;
-            case DType::kBF16:
-                dequantize_plain_row<DType::kBF16>(row, w.cols, out);
-                return;
-            default:
-                dequantize_plain_row<DType::kF16>(row, w.cols, out);
-                return;
-        }
-    }
+// Byte offset of column c in a row (c a multiple of 32 for quantized rows).
+HWY_INLINE std::int64_t column_bytes(const WeightMatrix& w, std::int64_t c) {
+    return w.quantized() ? c * w.bits / 8 : c * static_cast<std::int64_t>(dtype_bits(w.dtype) / 8);
+}
+
+// f32 elements [c0, c1) of row r (c0 and, unless c1 == cols, c1 on group boundaries): the
+// decoder of every path that widens rows before multiplying (batched decode, prompt panels).
+HWY_INLINE void decode_row_block(const WeightMatrix& w, std::int64_t r, std::int64_t c0,
+                                 std::int64_t c1, float* out) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    const auto* row = static_cast<const std::uint8_t*>(w.data) + r * w.row_bytes();
+    if (!w.quantized()) {
+        const std::int64_t count = c1 - c0;
+        switch (w.dtype) {
+            case DType::kF32:
+                std::memcpy(out, row + c0 * 4, static_cast<std::size_t>(count) * 4);
+                return;
+            case DType::kBF16:
+                return dequantize_plain_row<DType::kBF16>(row + c0 * 2, count, out);
+            default:
+                return dequantize_plain_row<DType::kF16>(row + c0 * 2, count, out);
+        }
+    }
     const int bits = w.bits;
     const std::int64_t group = w.group_size;
     const std::int64_t n_groups = w.cols / group;
-    const auto* row = base + r * w.row_bytes();
     HWY_ALIGN std::uint8_t staged[32];
-    for (std::int64_t g = 0; g < n_groups; ++g) {
+    for (std::int64_t g = c0 / group; g < c1 / group; ++g) {
         const auto scale = hn::Set(df, load_any(w.scale_dtype, w.scales, r * n_groups + g));
         const auto bias = hn::Set(df, load_any(w.scale_dtype, w.biases, r * n_groups + g));
-        for (std::int64_t c0 = g * group; c0 < (g + 1) * group; c0 += 32) {
-            const std::uint8_t* codes = stage_block(row + c0 * bits / 8, bits, staged);
+        for (std::int64_t b = g * group; b < (g + 1) * group; b += 32) {
+            const std::uint8_t* codes = stage_block(row + b * bits / 8, bits, staged);
             for (std::int64_t j = 0; j < 32; j += n) {
-                hn::StoreU(hn::MulAdd(codes_to_f32(codes + j), scale, bias), df, out + c0 + j);
+                hn::StoreU(hn::MulAdd(codes_to_f32(codes + j), scale, bias), df, out + b - c0 + j);
             }
         }
     }
+}
+
+HWY_INLINE void dequantize_one_row(const WeightMatrix& w, std::int64_t r, float* out) {
+    decode_row_block(w, r, 0, w.cols, out);
 }
 
 template <int T>
@@ -233,11 +242,7 @@ HWY_INLINE void dot_row_all_tokens(const WeightMatrix& w, std::int64_t r, const 
 // Rows per register tile of batched decode: 4 rows x 4 tokens = 16 accumulators where there
 // are 32 vector registers (AVX-512, AArch64), else 2 x 4. Each x load then feeds R FMAs and
 // each weight load 4, so the activations of 5-31 tokens (beyond L1) are read R times less.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
-constexpr int kTileRows = 4;
-#else
-constexpr int kTileRows = 2;
-#endif
+constexpr int kTileRows = kVectorRegisters / 8;
 
 // out[r * 4 + t] = dot(rows[r], x[t]) for R f32 rows and T <= 4 tokens.
 template <int R, int T>
@@ -328,57 +333,13 @@ HWY_INLINE std::int64_t gemv_row_tiles(const WeightMatrix& w, const float* x, st
 // output is one chain over the columns in order, whatever rows share its tile, so every split
 // of the rows gives the same bits.
 
-// Columns decoded per block (a multiple of every MLX group size: 32, 64, 128); R rows of it
-// stay in L1 while every token multiplies them.
-constexpr std::int64_t kBatchedBlockCols = 256;
-
 // BatchedMinTokens where the kernel is not used by default.
 constexpr std::int64_t kNeverBatched = std::int64_t{1} << 40;
 
-// The row stride of xt (batched_token_stride).
-HWY_INLINE std::int64_t ld_of(std::int64_t n) { return (n + 15) / 16 * 16; }
-
-// Byte offset of column c in a row (c a multiple of 32 for quantized rows).
-HWY_INLINE std::int64_t column_bytes(const WeightMatrix& w, std::int64_t c) {
-    return w.quantized() ? c * w.bits / 8 : c * static_cast<std::int64_t>(dtype_bits(w.dtype) / 8);
-}
-
-// f32 elements [c0, c1) of row r (c0 and, unless c1 == cols, c1 on group boundaries).
-HWY_INLINE void decode_row_block(const WeightMatrix& w, std::int64_t r, std::int64_t c0,
-                                 std::int64_t c1, float* out) {
-    const DF df;
-    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-    const auto* row = static_cast<const std::uint8_t*>(w.data) + r * w.row_bytes();
-    if (!w.quantized()) {
-        const std::int64_t count = c1 - c0;
-        switch (w.dtype) {
-            case DType::kF32:
-                std::memcpy(out, row + c0 * 4, static_cast<std::size_t>(count) * 4);
-                return;
-            case DType::kBF16:
-                return dequantize_plain_row<DType::kBF16>(row + c0 * 2, count, out);
-            default:
-                return dequantize_plain_row<DType::kF16>(row + c0 * 2, count, out);
-        }
-    }
-    const int bits = w.bits;
-    const std::int64_t group = w.group_size;
-    const std::int64_t n_groups = w.cols / group;
-    HWY_ALIGN std::uint8_t staged[32];
-    for (std::int64_t g = c0 / group; g < c1 / group; ++g) {
-        const auto scale = hn::Set(df, load_any(w.scale_dtype, w.scales, r * n_groups + g));
-        const auto bias = hn::Set(df, load_any(w.scale_dtype, w.biases, r * n_groups + g));
-        for (std::int64_t b = g * group; b < (g + 1) * group; b += 32) {
-            const std::uint8_t* codes = stage_block(row + b * bits / 8, bits, staged);
-            for (std::int64_t j = 0; j < 32; j += n) {
-                hn::StoreU(hn::MulAdd(codes_to_f32(codes + j), scale, bias), df, out + b - c0 + j);
-            }
-        }
-    }
-}
-
 // out[i][j * L + l] = Σ_c row(r0 + i)[c] · xt[c][t_off + j * L + l] for R rows and TV vectors
-// of L token lanes. `scratch` holds R * kBatchedBlockCols floats.
+// of L token lanes. Rows are decoded kBatchedBlockCols columns at a time (a multiple of every
+// MLX group size) into `scratch` (R * kBatchedBlockCols floats), which stays in L1 while every
+// token multiplies it.
 template <class D, int R, int TV>
 HWY_INLINE void batched_tile(const WeightMatrix& w, std::int64_t r0, const float* xt,
                              std::int64_t ld, std::int64_t t_off, float* scratch,
@@ -463,11 +424,7 @@ HWY_INLINE std::int64_t batched_rows(const WeightMatrix& w, std::int64_t r, std:
 
 // Registers hold the accumulators of R rows x TV token vectors: 24 of 32 vector registers
 // (AVX-512, AArch64), 12 of 16 elsewhere; the rest hold the activations and the broadcast.
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
-constexpr int kBatchedAccumulators = 24;
-#else
-constexpr int kBatchedAccumulators = 12;
-#endif
+constexpr int kBatchedAccumulators = kVectorRegisters * 3 / 4;
 
 template <class D, int TV>
 HWY_INLINE void batched_token_group(const WeightMatrix& w, std::int64_t row_begin,
@@ -475,7 +432,7 @@ HWY_INLINE void batched_token_group(const WeightMatrix& w, std::int64_t row_begi
                                     std::int64_t n, std::int64_t t_off, const WeightVector* bias,
                                     float* y, std::int64_t ldy, float* scratch,
                                     std::int64_t prefetch_bytes) {
-    constexpr int kRows = std::min(16, kBatchedAccumulators / TV);
+    constexpr int kRows = std::min(kBatchedMaxRows, kBatchedAccumulators / TV);
     std::int64_t r = row_begin;
     r = batched_rows<D, kRows, TV>(w, r, row_end, xt, ld, n, t_off, bias, y, ldy, scratch,
                                    prefetch_bytes);
@@ -513,8 +470,8 @@ HWY_INLINE void batched_all_tokens(const WeightMatrix& w, std::int64_t row_begin
 void GemvRowsBatched(const WeightMatrix& w, const float* xt, std::int64_t n, std::int64_t row_begin,
                      std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
                      float* row_scratch, std::int64_t prefetch_bytes) {
-    batched_all_tokens<DF>(w, row_begin, row_end, xt, ld_of(n), n, bias, y, ldy, row_scratch,
-                           prefetch_bytes);
+    batched_all_tokens<DF>(w, row_begin, row_end, xt, batched_token_stride(n), n, bias, y, ldy,
+                           row_scratch, prefetch_bytes);
 }
 
 // Where this kernel beats the dot tiles, by measurement (bench/RESULTS.md, session 6). With
@@ -584,9 +541,11 @@ void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64
     (w, x, n, row_begin, row_end, bias, y, ldy, row_scratch, prefetch_bytes);
 }
 
-std::int64_t batched_token_stride(std::int64_t n) { return (n + 15) / 16 * 16; }
+std::int64_t batched_token_stride(std::int64_t n) {
+    return (n + kBatchedMaxLanes - 1) / kBatchedMaxLanes * kBatchedMaxLanes;
+}
 
-std::int64_t batched_row_scratch_floats() { return 16 * 256; }
+std::int64_t batched_row_scratch_floats() { return kBatchedMaxRows * kBatchedBlockCols; }
 
 bool batched_kernel_supports(const WeightMatrix& w) {
     return !w.quantized() || w.group_size <= 256;
