@@ -190,11 +190,19 @@ private:
         std::int64_t group = 1, q_block = 1, n_q_blocks = 1, heads_per_tile = 1;
         std::int64_t n_head_groups = 1, n_items = 1, n_splits = 1;
         std::int64_t tile_rows = 0, tile_floats = 0;  // m, l and acc of one tile
+        // Rows per merge task, and merge tasks per item (when the keys are split).
+        std::int64_t merge_rows = 1, merges_per_item = 0;
         // Where this sequence starts in attention_many's flattened tasks and merges, and its
         // split partials in attention_partials_.
         std::int64_t first_task = 0, first_merge = 0, partials = 0;
         AttentionTile tile(std::int64_t item, std::int64_t split) const;
-        void normalize(const AttentionTile& tile, const float* l, const float* acc) const;
+        // Writes acc / l of tile rows [row_begin, row_end) into the output.
+        void normalize(const AttentionTile& tile, const float* l, const float* acc,
+                       std::int64_t row_begin, std::int64_t row_end) const;
+        // Merges the splits of one item's rows [row_begin, row_end) and writes them out;
+        // `work` holds head_dim floats.
+        void merge(const float* partials, std::int64_t item, std::int64_t row_begin,
+                   std::int64_t row_end, float* work) const;
     };
     AttentionPlan plan_attention(const AttentionArgs& a) const;
     std::vector<AttentionPlan> attention_plans_;  // attention_many's, reused

@@ -158,8 +158,12 @@ struct AttentionTile {
         return (kv_head_end - kv_head_begin) * (q_end - q_begin) * group;
     }
 };
-// `scores` holds at least kAttentionKeyBlock floats.
+// `scores` holds at least kAttentionScoreFloats floats.
 inline constexpr std::int64_t kAttentionKeyBlock = 64;
+// Key splits of a long context start on multiples of this many keys.
+inline constexpr std::int64_t kAttentionSplitAlign = 4;
+// Scores of a key block for up to 8 query rows at once (the heads of a GQA group).
+inline constexpr std::int64_t kAttentionScoreFloats = 8 * kAttentionKeyBlock;
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
                     float* acc, float* scores);
 

@@ -155,7 +155,8 @@ TEST(CpuOps, AttentionPrefillAndDecodeWithGqaRatios) {
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
         const std::string label = "threads=" + std::to_string(threads);
-        for (std::int64_t ratio : {1, 2, 3, 4}) {
+        // Ratios past 8 take a group's heads in two chunks (the kernel's scores hold 8 rows).
+        for (std::int64_t ratio : {1, 2, 3, 4, 7, 10}) {
             for (std::int64_t d : {64, 36}) {
                 const std::int64_t kvh = 2, heads = 2 * ratio;
                 check_attention(cpu, {1, 1, heads, kvh, d, 0}, label);      // first token
@@ -212,7 +213,9 @@ TEST(CpuOps, AttentionManyEqualsOneCallPerSequence) {
 }
 
 TEST(CpuOps, AttentionSplitsLongContextsAcrossThreads) {
-    for (int threads : {2, 3}) {
+    // 16 threads: decode shapes of Qwen2.5-0.5B and Llama-3.2-1B split the keys 16 and 32
+    // ways, and their merges spread rows over several tasks.
+    for (int threads : {2, 3, 16}) {
         CpuTuning tuning;
         tuning.min_keys_per_split = 16;  // force split-K on modest contexts
         CpuBackend cpu(BackendOptions{threads}, tuning);
@@ -221,6 +224,8 @@ TEST(CpuOps, AttentionSplitsLongContextsAcrossThreads) {
         check_attention(cpu, {1, 333, 6, 2, 36, 332}, label);
         check_attention(cpu, {2, 500, 8, 2, 64, 498}, label);
         check_attention(cpu, {1, 20, 3, 3, 64, 19}, label);  // splits with empty tails
+        check_attention(cpu, {1, 530, 14, 2, 64, 529}, label);
+        check_attention(cpu, {1, 530, 32, 8, 64, 529}, label);
     }
 }
 
