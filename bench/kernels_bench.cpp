@@ -21,6 +21,7 @@
 // matrix to exceed the last-level cache, so it measures DRAM, not L3.
 //
 // Usage: kernels_bench [--threads N] [--quick] [--filter TEXT] [--json FILE] [--hot]
+//                      [--prefetch BYTES]
 // (--hot: decode from one cache-resident matrix, i.e. the kernels' compute ceiling)
 // Every case cycles through enough copies of its data (1.5 GB) to exceed the last-level cache.
 
@@ -195,6 +196,7 @@ struct Options {
     std::string filter;
     std::string json_path;
     bool hot = false;  // decode from one cache-resident copy: the kernels' compute ceiling
+    std::int64_t prefetch_bytes = -1;  // CpuTuning::prefetch_bytes; -1: its default
 };
 
 bool wanted(const Options& o, const std::string& name) {
@@ -286,10 +288,12 @@ int main(int argc, char** argv) {
             opt.hot = true;
         } else if (a == "--json" && i + 1 < argc) {
             opt.json_path = argv[++i];
+        } else if (a == "--prefetch" && i + 1 < argc) {
+            opt.prefetch_bytes = std::atoll(argv[++i]);
         } else {
             std::fprintf(stderr,
                          "usage: kernels_bench [--threads N] [--quick] [--filter TEXT] "
-                         "[--json FILE] [--hot]\n");
+                         "[--json FILE] [--hot] [--prefetch BYTES]\n");
             return 2;
         }
     }
@@ -299,6 +303,7 @@ int main(int argc, char** argv) {
     // Kernel variants of quantized decode; "grouped" is what make_backend gives.
     CpuTuning grouped;
     grouped.int16_activations = false;
+    if (opt.prefetch_bytes >= 0) grouped.prefetch_bytes = opt.prefetch_bytes;
     CpuTuning fused = grouped;
     fused.grouped_quant = false;
     CpuTuning int16 = grouped;

@@ -28,11 +28,17 @@ public:
         std::uint64_t calls = 0;
         double seconds = 0.0;
         double bytes = 0.0;
+        // Time from the end of the previous op to the start of this one: which op the
+        // engine's own work (or a stall) comes before.
+        double gap_before = 0.0;
     };
 
     explicit OpProfile(model::Backend& inner) : inner_(inner) {}
 
-    void reset() { rows_.clear(); }
+    void reset() {
+        rows_.clear();
+        have_last_end_ = false;
+    }
     const std::vector<Row>& rows() const { return rows_; }
 
     std::string_view name() const override { return inner_.name(); }
@@ -123,8 +129,8 @@ public:
         std::sort(sorted.begin(), sorted.end(),
                   [](const Row& a, const Row& b) { return a.seconds > b.seconds; });
         std::printf(
-            "\n%s: %.1f µs per step\n\n| op | calls/step | µs/step | share | GB/s |\n"
-            "|---|---|---|---|---|\n",
+            "\n%s: %.1f µs per step\n\n| op | calls/step | µs/step | share | GB/s | µs/step "
+            "before it |\n|---|---|---|---|---|---|\n",
             title, 1e6 * step_seconds);
         double in_ops = 0.0;
         for (const Row& r : sorted) {
@@ -132,14 +138,11 @@ public:
             in_ops += s;
             std::printf("| %s | %.1f | %.1f | %.1f%% | ", r.op.c_str(),
                         static_cast<double>(r.calls) / n_steps, 1e6 * s, 100.0 * s / step_seconds);
-            if (r.bytes > 0.0 && r.seconds > 0.0) {
-                std::printf("%.1f |\n", r.bytes / r.seconds / 1e9);
-            } else {
-                std::printf(" |\n");
-            }
+            if (r.bytes > 0.0 && r.seconds > 0.0) std::printf("%.1f", r.bytes / r.seconds / 1e9);
+            std::printf(" | %.1f |\n", 1e6 * r.gap_before / n_steps);
         }
         const double outside = step_seconds - in_ops;
-        std::printf("| (between ops) | | %.1f | %.1f%% | |\n", 1e6 * outside,
+        std::printf("| (between ops) | | %.1f | %.1f%% | | |\n", 1e6 * outside,
                     100.0 * outside / step_seconds);
     }
 
@@ -154,8 +157,12 @@ private:
     void timed(const char* kind, const model::WeightMatrix* w, double bytes, F&& f) {
         const auto t0 = std::chrono::steady_clock::now();
         f();
-        const double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const auto t1 = std::chrono::steady_clock::now();
+        const double s = std::chrono::duration<double>(t1 - t0).count();
+        const double gap =
+            have_last_end_ ? std::chrono::duration<double>(t0 - last_end_).count() : 0.0;
+        last_end_ = t1;
+        have_last_end_ = true;
         const std::int64_t rows = w != nullptr ? w->rows : 0;
         const std::int64_t cols = w != nullptr ? w->cols : 0;
         auto it = std::find_if(rows_.begin(), rows_.end(), [&](const Row& r) {
@@ -164,16 +171,19 @@ private:
         if (it == rows_.end()) {
             std::string op = kind;
             if (w != nullptr) op += " " + shape(*w);
-            rows_.push_back({kind, rows, cols, op, 0, 0.0, 0.0});
+            rows_.push_back({kind, rows, cols, op, 0, 0.0, 0.0, 0.0});
             it = rows_.end() - 1;
         }
         ++it->calls;
         it->seconds += s;
         it->bytes += bytes;
+        it->gap_before += gap;
     }
 
     model::Backend& inner_;
     std::vector<Row> rows_;
+    std::chrono::steady_clock::time_point last_end_;
+    bool have_last_end_ = false;
 };
 
 }  // namespace brigade::bench
