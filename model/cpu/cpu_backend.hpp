@@ -196,9 +196,10 @@ private:
         // split partials in attention_partials_.
         std::int64_t first_task = 0, first_merge = 0, partials = 0;
         AttentionTile tile(std::int64_t item, std::int64_t split) const;
-        // Writes acc / l of tile rows [row_begin, row_end) into the output.
-        void normalize(const AttentionTile& tile, const float* l, const float* acc,
-                       std::int64_t row_begin, std::int64_t row_end) const;
+        // Where tile row `row` goes in the output.
+        float* out_row(const AttentionTile& tile, std::int64_t row) const;
+        // Writes acc / l of the tile's rows into the output.
+        void normalize(const AttentionTile& tile, const float* l, const float* acc) const;
         // Merges the splits of one item's rows [row_begin, row_end) and writes them out;
         // `work` holds head_dim floats.
         void merge(const float* partials, std::int64_t item, std::int64_t row_begin,

@@ -78,18 +78,22 @@ AttentionTile CpuBackend::AttentionPlan::tile(std::int64_t item, std::int64_t sp
     return t;
 }
 
-void CpuBackend::AttentionPlan::normalize(const AttentionTile& t, const float* l, const float* acc,
-                                          std::int64_t row_begin, std::int64_t row_end) const {
-    // Writes acc / l into `out` for the rows (0 where a query sees no key). Row r is
-    // (KV head, query, head in the group) as attention_tile lays them out.
+float* CpuBackend::AttentionPlan::out_row(const AttentionTile& t, std::int64_t row) const {
+    // Row r of a tile is (KV head, query, head in the group), as attention_tile lays them out.
     const AttentionArgs& a = *args;
-    const std::int64_t d = a.head_dim;
     const std::int64_t q_rows = (t.q_end - t.q_begin) * group;
-    for (std::int64_t row = row_begin; row < row_end; ++row) {
-        const std::int64_t kvh = t.kv_head_begin + row / q_rows;
-        const std::int64_t qi = t.q_begin + row % q_rows / group;
-        const std::int64_t h = kvh * group + row % group;
-        float* out = a.out + (qi * a.n_heads + h) * d;
+    const std::int64_t kvh = t.kv_head_begin + row / q_rows;
+    const std::int64_t qi = t.q_begin + row % q_rows / group;
+    const std::int64_t h = kvh * group + row % group;
+    return a.out + (qi * a.n_heads + h) * a.head_dim;
+}
+
+void CpuBackend::AttentionPlan::normalize(const AttentionTile& t, const float* l,
+                                          const float* acc) const {
+    // Writes acc / l into `out` for the tile's rows (0 where a query sees no key).
+    const std::int64_t d = args->head_dim;
+    for (std::int64_t row = 0; row < t.n_rows(group); ++row) {
+        float* out = out_row(t, row);
         const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
         for (std::int64_t c = 0; c < d; ++c) out[c] = acc[row * d + c] * inv;
     }
@@ -104,9 +108,7 @@ void CpuBackend::AttentionPlan::merge(const float* all_partials, std::int64_t it
     // merge the neighbouring rows, whose m and l share cache lines with this row's.
     const AttentionTile tile = this->tile(item, 0);
     row_end = std::min(row_end, tile.n_rows(group));
-    const AttentionArgs& a = *args;
-    const std::int64_t d = a.head_dim;
-    const std::int64_t q_rows = (tile.q_end - tile.q_begin) * group;
+    const std::int64_t d = args->head_dim;
     const float* first = all_partials + partials + item * n_splits * tile_floats;
     for (std::int64_t row = row_begin; row < row_end; ++row) {
         float m = first[row];
@@ -124,10 +126,7 @@ void CpuBackend::AttentionPlan::merge(const float* all_partials, std::int64_t it
             for (std::int64_t c = 0; c < d; ++c) work[c] = work[c] * k0 + accs[c] * ks;
             m = m_new;
         }
-        const std::int64_t kvh = tile.kv_head_begin + row / q_rows;
-        const std::int64_t qi = tile.q_begin + row % q_rows / group;
-        const std::int64_t h = kvh * group + row % group;
-        float* out = a.out + (qi * a.n_heads + h) * d;
+        float* out = out_row(tile, row);
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
         for (std::int64_t c = 0; c < d; ++c) out[c] = work[c] * inv;
     }
@@ -190,7 +189,7 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
         float* acc = l + p.tile_rows;
         float* scores = own + max_tile_floats;
         attention_tile(*p.args, tile, m, l, acc, scores);
-        if (p.n_splits == 1) p.normalize(tile, l, acc, 0, tile.n_rows(p.group));
+        if (p.n_splits == 1) p.normalize(tile, l, acc);
     });
     if (n_merges == 0) return;
 
