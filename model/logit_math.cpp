@@ -10,6 +10,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include "model/cpu/vector_max-inl.hpp"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -17,19 +18,7 @@ namespace brigade::model {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-float MaxOfRow(const float* x, std::int64_t n) {
-    const hn::ScalableTag<float> d;
-    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
-    float m = -INFINITY;
-    std::int64_t i = 0;
-    if (n >= lanes) {
-        auto vm = hn::LoadU(d, x);
-        for (i = lanes; i + lanes <= n; i += lanes) vm = hn::Max(vm, hn::LoadU(d, x + i));
-        m = hn::GetLane(hn::MaxOfLanes(d, vm));
-    }
-    for (; i < n; ++i) m = std::max(m, x[i]);
-    return m;
-}
+float MaxOfRow(const float* x, std::int64_t n) { return cpu::HWY_NAMESPACE::max_of_floats(x, n); }
 
 double SumExpShifted(const float* x, std::int64_t n, float shift) {
     const hn::ScalableTag<float> d;

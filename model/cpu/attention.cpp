@@ -19,6 +19,7 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 #include "model/cpu/decode-inl.hpp"
+#include "model/cpu/vector_max-inl.hpp"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -166,21 +167,6 @@ HWY_INLINE float exp_shifted(float* scores, std::int64_t count, float m) {
     return s;
 }
 
-// max(scores[0..count)), -inf for none.
-HWY_INLINE float max_of(const float* scores, std::int64_t count) {
-    const DF df;
-    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-    float mx = -INFINITY;
-    std::int64_t j = 0;
-    if (count >= n) {
-        auto v = hn::LoadU(df, scores);
-        for (j = n; j + n <= count; j += n) v = hn::Max(v, hn::LoadU(df, scores + j));
-        mx = hn::GetLane(hn::MaxOfLanes(df, v));
-    }
-    for (; j < count; ++j) mx = std::max(mx, scores[j]);
-    return mx;
-}
-
 // Asks for the K and V rows of keys [begin, end) of every KV head (two contiguous runs) to be
 // brought into L2. A short-context decode tile is a few dozen keys from a cache that the
 // weights streamed out of memory since the last step, too short a run for the hardware
@@ -254,7 +240,7 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
                     for (std::int64_t r = 0; r < rows; ++r) {
                         const std::int64_t row = row0 + hh0 + r;
                         float* s = scores + r * kAttentionKeyBlock;
-                        const float m_new = std::max(m[row], max_of(s, count));
+                        const float m_new = std::max(m[row], max_of_floats(s, count));
                         keep[r] = std::exp(m[row] - m_new);  // 0 on the first block
                         l[row] = l[row] * keep[r] + exp_shifted(s, count, m_new);
                         m[row] = m_new;
@@ -266,23 +252,12 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
                                                   scores + r * kAttentionKeyBlock, v0, kv_stride,
                                                   count, d);
                     }
-                    const float* p = scores + r * kAttentionKeyBlock;
-                    switch (rows - r) {
-                        case 3:
-                            accumulate_values_rows<3>(out + r * d, keep + r, p, v0, kv_stride,
-                                                      count, d);
-                            break;
-                        case 2:
-                            accumulate_values_rows<2>(out + r * d, keep + r, p, v0, kv_stride,
-                                                      count, d);
-                            break;
-                        case 1:
-                            accumulate_values_rows<1>(out + r * d, keep + r, p, v0, kv_stride,
-                                                      count, d);
-                            break;
-                        default:
-                            break;
-                    }
+                    with_constant(rows - r, std::integer_sequence<int, 1, 2, 3>{},
+                                  [&](auto k) BRIGADE_INLINE_LAMBDA {
+                                      accumulate_values_rows<decltype(k)::value>(
+                                          out + r * d, keep + r, scores + r * kAttentionKeyBlock,
+                                          v0, kv_stride, count, d);
+                                  });
                 }
             }
         }

@@ -1,5 +1,6 @@
-// Per-target helpers shared by the Highway kernel files (matmul.cpp, matmul_int16.cpp):
-// reading scales of any float dtype and unpacking 32-element blocks of MLX affine codes.
+// Per-target helpers shared by the Highway kernel files (matmul*.cpp, attention.cpp): the
+// register count, picking a tile instantiation at run time, reading scales of any float
+// dtype and unpacking 32-element blocks of MLX affine codes.
 // Included after <hwy/highway.h> inside a foreach_target translation unit.
 
 // Normal include guard for non-SIMD parts; the toggle re-includes per target.
@@ -14,6 +15,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "model/cpu/weight_decode.hpp"
 
@@ -29,6 +32,15 @@ constexpr int kVectorRegisters = 32;
 #else
 constexpr int kVectorRegisters = 16;
 #endif
+
+// Calls f(std::integral_constant<int, K>{}) for the K among `Ks` that equals k (nothing if
+// none): a kernel picks its register-tile instantiation for a count known only at run time.
+// With the lambda marked BRIGADE_INLINE_LAMBDA (kernels.hpp), each case inlines as if written
+// out; both must be compiled for the same target, hence this per-target header.
+template <int... Ks, class F>
+HWY_INLINE void with_constant(std::int64_t k, std::integer_sequence<int, Ks...>, F&& f) {
+    ((k == Ks ? f(std::integral_constant<int, Ks>{}) : void()), ...);
+}
 
 HWY_INLINE float load_any(DType dtype, const void* base, std::int64_t index) {
     const auto* p = static_cast<const std::uint8_t*>(base);

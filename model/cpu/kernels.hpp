@@ -14,6 +14,9 @@
 
 namespace brigade::model::cpu {
 
+// Marks a kernel's lambda for with_constant (decode-inl.hpp) to be inlined.
+#define BRIGADE_INLINE_LAMBDA __attribute__((always_inline))
+
 // y[t * ldy + r] = dot(x[t, :], W[r, :]) (+ bias[r]) for rows r in [row_begin, row_end) and
 // tokens t in [0, n). `row_scratch` holds 4 * w.cols floats: for n > 4 rows are taken in tiles
 // of 2-4 and non-f32 rows are decoded there once and reused for every token; for n <= 4 they

@@ -452,18 +452,11 @@ HWY_INLINE void batched_all_tokens(const WeightMatrix& w, std::int64_t row_begin
     // Up to 4 token vectors per pass over the rows (4-lane targets take 17-31 tokens in two).
     for (std::int64_t t = 0; t < n; t += 4 * L) {
         const std::int64_t tv = std::min<std::int64_t>(4, (n - t + L - 1) / L);
-        if (tv == 1)
-            batched_token_group<D, 1>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
-                                      prefetch_bytes);
-        if (tv == 2)
-            batched_token_group<D, 2>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
-                                      prefetch_bytes);
-        if (tv == 3)
-            batched_token_group<D, 3>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
-                                      prefetch_bytes);
-        if (tv == 4)
-            batched_token_group<D, 4>(w, row_begin, row_end, xt, ld, n, t, bias, y, ldy, scratch,
-                                      prefetch_bytes);
+        with_constant(
+            tv, std::integer_sequence<int, 1, 2, 3, 4>{}, [&](auto k) BRIGADE_INLINE_LAMBDA {
+                batched_token_group<D, decltype(k)::value>(w, row_begin, row_end, xt, ld, n, t,
+                                                           bias, y, ldy, scratch, prefetch_bytes);
+            });
     }
 }
 
