@@ -21,7 +21,7 @@
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
-//                [--int8-activations] [--profile] [--attention-min-keys N]
+//                [--activations f32|int16|int8] [--profile] [--attention-min-keys N]
 //                [--batched-min-tokens N] [--batches 4,16]
 //
 // --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
@@ -34,8 +34,9 @@
 // --profile: decode cases also print where a step's time goes, op by op (bench/op_profile.hpp:
 // each weight shape's matmuls with their GB/s, attention, vector ops, time between ops); the
 // timing wrapper slows every op a little, so compare tok/s from runs without it.
-// --int8-activations: the CPU backend decodes (1-4 tokens) on q8/q4 weights with int8
-// activations (BackendOptions::cpu_int8_activations); formats are reported as "q8+int8".
+// --activations int16 / int8 (--int8-activations = int8): the CPU backend decodes on q8/q4
+// weights with activations rounded to int16 per group (BackendOptions::cpu_int16_activations)
+// or to int8 (1-4 tokens, cpu_int8_activations); formats are reported as "q4+int16", "q8+int8".
 //
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with
@@ -263,21 +264,23 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
 
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
-              const std::vector<int>& contexts, int n_decode, Result& r, bool int8_activations,
-              bool profile, std::int64_t attention_min_keys, std::int64_t batched_min_tokens,
-              const std::vector<int>& batches) {
+              const std::vector<int>& contexts, int n_decode, Result& r,
+              const std::string& activations, bool profile, std::int64_t attention_min_keys,
+              std::int64_t batched_min_tokens, const std::vector<int>& batches) {
     using namespace brigade::model;
     r.model = shape.name;
-    r.format = int8_activations && format != "bf16" ? format + "+int8" : format;
+    // Quantized activations apply to quantized weights only.
+    r.format = activations != "f32" && format != "bf16" ? format + "+" + activations : format;
     r.file_gb = static_cast<double>(std::filesystem::file_size(dir / "model.safetensors")) / 1e9;
     BackendOptions bo;
     bo.n_threads = threads;
-    bo.cpu_int8_activations = int8_activations;
+    bo.cpu_int8_activations = activations == "int8";
+    bo.cpu_int16_activations = activations == "int16";
     auto backend = make_backend(kind, bo);
     if (kind == BackendKind::kCpu && (attention_min_keys > 0 || batched_min_tokens > 0)) {
         cpu::CpuTuning tuning;  // as make_backend, with the options above changed
         tuning.int16_activations = bo.cpu_int16_activations;
-        tuning.int8_activations = int8_activations;
+        tuning.int8_activations = bo.cpu_int8_activations;
         if (attention_min_keys > 0) tuning.min_keys_per_split = attention_min_keys;
         tuning.batched_min_tokens = batched_min_tokens;
         backend = cpu::make_cpu_backend(bo, tuning);
@@ -558,7 +561,8 @@ int main(int argc, char** argv) {
     std::string dir_arg, json_path, prompts_arg = "512,4096", contexts_arg = "8192,32768";
     std::string batches_arg = "4,16";
     int threads = 0, n_decode = 32, layers = 0;
-    bool keep = false, int8_activations = false, profile = false;
+    bool keep = false, profile = false;
+    std::string activations = "f32";
     std::int64_t batched_min_tokens = 0;  // 0: the backend's default
     std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
     for (int i = 1; i < argc; ++i) {
@@ -593,8 +597,14 @@ int main(int argc, char** argv) {
         else if (a == "--keep")
             keep = true;
         else if (a == "--int8-activations")
-            int8_activations = true;
-        else if (a == "--profile")
+            activations = "int8";
+        else if (a == "--activations") {
+            activations = next();
+            if (activations != "f32" && activations != "int16" && activations != "int8") {
+                std::fprintf(stderr, "--activations: f32, int16 or int8\n");
+                return 2;
+            }
+        } else if (a == "--profile")
             profile = true;
         else if (a == "--attention-min-keys")
             attention_min_keys = std::stoll(next());
@@ -607,7 +617,7 @@ int main(int argc, char** argv) {
                          "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
                          "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
                          "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
-                         "[--keep] [--json FILE] [--int8-activations] [--profile] "
+                         "[--keep] [--json FILE] [--activations f32|int16|int8] [--profile] "
                          "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16]\n");
             return 2;
         }
@@ -646,9 +656,8 @@ int main(int argc, char** argv) {
             }
             Result r;
             bw_runs.push_back(measure_bandwidth_gbs(n_threads));
-            if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, r,
-                          int8_activations, profile, attention_min_keys, batched_min_tokens,
-                          batches)) {
+            if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, r, activations,
+                          profile, attention_min_keys, batched_min_tokens, batches)) {
                 return 1;
             }
             results.push_back(r);

@@ -38,6 +38,7 @@ struct PerplexityArgs {
     std::string backend = "cpu";
     int threads = 0;
     bool int8_activations = false;
+    bool int16_activations = false;
     int step_tokens = 0;
     bool json = false;
 };
@@ -98,6 +99,7 @@ int run_perplexity(const PerplexityArgs& args) {
     model::BackendOptions backend_options;
     backend_options.n_threads = args.threads;
     backend_options.cpu_int8_activations = args.int8_activations;
+    backend_options.cpu_int16_activations = args.int16_activations;
     auto backend = model::make_backend(kind, backend_options);
     if (!backend) return fail(backend.error().message);
     model::StageOptions stage_options;
@@ -139,6 +141,7 @@ int run_perplexity(const PerplexityArgs& args) {
             {"backend", args.backend},
             {"threads", threads},
             {"int8_activations", args.int8_activations},
+            {"int16_activations", args.int16_activations},
             {"step_tokens", args.step_tokens},
             {"windows", result->n_windows},
             {"scored_tokens", result->n_scored},
@@ -190,6 +193,11 @@ void add_perplexity_command(CLI::App& app, CommandSet& commands) {
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
+    sub->add_flag("--int16-activations", args->int16_activations,
+                  "Matmuls of fewer than 32 tokens (decode) on MLX-quantized weights round "
+                  "activations to int16 per weight group and use integer dot products (4-bit: "
+                  "AVX-512 VNNI row tiles): faster where 4-bit decode is compute-bound, logits "
+                  "move by ~1e-3; off by default (--int8-activations wins if both are given)");
     sub->add_option("--step-tokens", args->step_tokens,
                     "Run each window this many tokens at a time, as decode does (default 0: "
                     "the whole window at once, as prompt processing); 1-4 scores the decode "

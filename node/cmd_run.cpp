@@ -34,6 +34,7 @@ struct RunArgs {
     std::string backend = "cpu";
     int threads = 0;
     bool int8_activations = false;
+    bool int16_activations = false;
     std::string logits_out;
     std::string layers;
     std::string hidden_in;
@@ -293,6 +294,7 @@ int run_command(const RunArgs& args) {
     model::BackendOptions backend_options;
     backend_options.n_threads = args.threads;
     backend_options.cpu_int8_activations = args.int8_activations;
+    backend_options.cpu_int16_activations = args.int16_activations;
     auto backend = model::make_backend(kind, backend_options);
     if (!backend) return fail(backend.error().message);
 
@@ -327,6 +329,11 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
+    sub->add_flag("--int16-activations", args->int16_activations,
+                  "Matmuls of fewer than 32 tokens (decode) on MLX-quantized weights round "
+                  "activations to int16 per weight group and use integer dot products (4-bit: "
+                  "AVX-512 VNNI row tiles): faster where 4-bit decode is compute-bound, logits "
+                  "move by ~1e-3; off by default (--int8-activations wins if both are given)");
     sub->add_option("--ctx", args->max_context,
                     "Context limit in tokens (default: the model's max_position_embeddings)");
     sub->add_option("--logits-out", args->logits_out,

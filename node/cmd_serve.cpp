@@ -257,6 +257,7 @@ int serve_command(const ServeArgs& args) {
     stage_options.backend = args.model.backend;
     stage_options.n_threads = args.model.n_threads;
     stage_options.int8_activations = args.model.int8_activations;
+    stage_options.int16_activations = args.model.int16_activations;
 
     PipelineHeadOptions head;
     head.max_active = args.max_concurrency;
@@ -455,6 +456,11 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
+    sub->add_flag("--int16-activations", args->model.int16_activations,
+                  "Matmuls of fewer than 32 tokens (decode) on MLX-quantized weights round "
+                  "activations to int16 per weight group and use integer dot products (4-bit: "
+                  "AVX-512 VNNI row tiles): faster where 4-bit decode is compute-bound, logits "
+                  "move by ~1e-3; off by default (--int8-activations wins if both are given)");
     sub->add_option("--backend", args->model.backend, "cpu (default) or reference");
     sub->add_option("--prefill-chunk", args->prefill_chunk,
                     "Prompt tokens computed per step over all requests (default 512)");

@@ -172,6 +172,7 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     model::BackendOptions backend_options;
     backend_options.n_threads = options.n_threads;
     backend_options.cpu_int8_activations = options.int8_activations;
+    backend_options.cpu_int16_activations = options.int16_activations;
     auto backend = model::make_backend(*kind, backend_options);
     if (!backend) return backend.error();
 

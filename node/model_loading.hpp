@@ -24,6 +24,7 @@ struct ServeModelOptions {
     std::int64_t context = 0;          // --ctx; 0 = the model's max_position_embeddings
     int n_threads = 0;                 // --threads; 0 = all cores
     bool int8_activations = false;     // --int8-activations (BackendOptions)
+    bool int16_activations = false;    // --int16-activations (BackendOptions)
     std::string backend = "cpu";       // cpu | reference
 };
 
@@ -31,6 +32,7 @@ struct StageLoadOptions {
     std::string backend = "cpu";     // cpu | reference
     int n_threads = 0;               // 0 = all cores
     bool int8_activations = false;   // BackendOptions::cpu_int8_activations
+    bool int16_activations = false;  // BackendOptions::cpu_int16_activations
     std::uint64_t max_kv_bytes = 0;  // 0 = no limit
     bool show_progress = true;       // read the range's weight files first, with a bar on a tty
 };

@@ -59,11 +59,16 @@ struct Int16Activations {
     const std::int16_t* xq = nullptr;
     const float* step = nullptr;
     const float* sum = nullptr;
+    std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
+    bool multi_row = true;            // one token: rows several at a time where a tile exists
 };
 // Quantizes groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group
 // i % n_groups) for `gemv_rows_int16` with w's bits and group size.
 void quantize_activations_int16(const WeightMatrix& w, const float* x, std::int64_t begin,
                                 std::int64_t end, std::int16_t* xq, float* step, float* sum);
+// Whether quantize_activations_int16 runs vector code for w on this CPU (else it is a scalar
+// loop worth spreading over the pool for long rows).
+bool quantize_int16_is_vectorized(const WeightMatrix& w);
 // As `gemv_rows` for a quantized w, from int16 activations (max error in matmul_int16.cpp).
 void gemv_rows_int16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,

@@ -127,47 +127,6 @@ struct GroupAcc {
     }
 };
 
-// Groups per chunk of a row whose scales and biases are widened to f32 up front.
-constexpr std::int64_t kGroupChunk = 64;
-
-// out[0, count) = elements [index, index + count) of an F32/F16/BF16 array of `total` elements,
-// as f32. BF16 is widened a whole vector at a time, up to the end of the array: a narrow row
-// (Qwen2.5-0.5B's 896 columns are 14 groups) otherwise spends as long on a scalar loop over its
-// scales and biases as on its codes. Entries past `count` are scratch.
-HWY_INLINE void widen_affine(DType dtype, const void* base, std::int64_t index, std::int64_t count,
-                             std::int64_t total, float* HWY_RESTRICT out) {
-    const DF df;
-    const auto n = lanes();
-    std::int64_t i = 0;
-    if (dtype == DType::kBF16) {
-        const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-        const auto* p = static_cast<const hwy::bfloat16_t*>(base) + index;
-        const std::int64_t readable = total - index;  // elements that may be loaded
-        for (; i < count && i + n <= readable; i += n)
-            hn::Store(hn::PromoteTo(df, hn::LoadU(dbf, p + i)), df, out + i);
-        if (i >= count) return;
-    } else if (dtype == DType::kF32) {
-        const auto* p = static_cast<const std::uint8_t*>(base) + index * 4;
-        std::memcpy(out, p, static_cast<std::size_t>(count) * 4);
-        return;
-    }
-    for (; i < count; ++i) out[i] = load_any(dtype, base, index + i);
-}
-
-// Σ_g bias[g] · gsum[g] over `count` groups.
-HWY_INLINE float bias_dot(const float* bias, const float* gsum, std::int64_t count) {
-    const DF df;
-    const auto n = lanes();
-    auto acc = hn::Zero(df);
-    std::int64_t i = 0;
-    for (; i + n <= count; i += n) {
-        acc = hn::MulAdd(hn::Load(df, bias + i), hn::LoadU(df, gsum + i), acc);
-    }
-    float s = hn::GetLane(hn::SumOfLanes(df, acc));
-    for (; i < count; ++i) s += bias[i] * gsum[i];
-    return s;
-}
-
 // The weight matrix as the row kernels see it.
 struct GroupedRows {
     const WeightMatrix& w;
@@ -230,36 +189,6 @@ HWY_INLINE void row_all_tokens(const std::uint8_t* codes, const GroupedRows& m, 
     if (left == 1) dot_grouped<BITS, 1>(codes, m, r, xa, t, out);
     for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + b;
 }
-
-// Software prefetch for a tile of R rows read side by side. Row i's stream goes on R rows
-// later (the rows in between are the tile's own streams), so a prefetch that runs past the end
-// of its row skips R - 1 rows for every row boundary it crosses. The distance per stream is half
-// that of one row, so a thread keeps about twice a single row's bytes in flight, not R times.
-// Measured on the device (kernels_bench, two runs, 1 KiB against 2 KiB per stream): at or above
-// on 20 of 21 q4/q8 shapes, q4 by 0-18%; below on one (q8 896x896).
-template <int R>
-class TilePrefetch {
-public:
-    TilePrefetch(std::int64_t prefetch_bytes, std::int64_t row_bytes)
-        : distance_(prefetch_bytes / 2), row_bytes_(row_bytes), wrap_(row_bytes) {}
-    // Prefetches for every row of the tile while it reads byte `at` of its row (calls come in
-    // increasing `at`).
-    HWY_INLINE void ahead_of(const std::uint8_t* const* rows, std::int64_t at) {
-        if (distance_ <= 0) return;
-        const std::int64_t ahead = at + distance_;
-        while (ahead >= wrap_) {
-            wrap_ += row_bytes_;
-            skip_ += (R - 1) * row_bytes_;
-        }
-        for (int i = 0; i < R; ++i) hwy::Prefetch(rows[i] + ahead + skip_);
-    }
-
-private:
-    std::int64_t distance_;
-    std::int64_t row_bytes_;
-    std::int64_t wrap_;      // stream offset where the next row boundary lies
-    std::int64_t skip_ = 0;  // bytes of the tile's other rows skipped so far
-};
 
 // Scales and biases of groups [g0, g0 + count) of rows r0 .. r0 + R - 1, widened to f32.
 template <int R>

@@ -268,6 +268,14 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     EXPECT_NE(p8, stepped->j["perplexity"].get<double>()) << "int8 rounding had no effect";
     EXPECT_LE(relative_diff(p8, p), 0.02);  // measured +0.6% over the whole file
     EXPECT_EQ(int8->j["scored_tokens"], whole->j["scored_tokens"]);
+    // int16 activations: rounding a hundred times finer moves the score far less than int8.
+    auto int16 = with({"--step-tokens", "1", "--int16-activations"});
+    ASSERT_TRUE(int16);
+    EXPECT_EQ(int16->j["int16_activations"].get<bool>(), true);
+    EXPECT_EQ(whole->j["int16_activations"].get<bool>(), false);
+    const double p16 = int16->j["perplexity"].get<double>();
+    EXPECT_NE(p16, stepped->j["perplexity"].get<double>()) << "int16 rounding had no effect";
+    EXPECT_LE(relative_diff(p16, stepped->j["perplexity"].get<double>()), 1e-4);  // measured 4e-6
 }
 
 // ---- Bad input ------------------------------------------------------------------------------

@@ -290,6 +290,23 @@ TEST(CpuMatmul, Int16ActivationsHandleZeroAndExtremeGroups) {
     }
 }
 
+// The same for the wide 4-bit layout (groups of 64, AVX-512's vectorized quantizer and row
+// tiles): zero groups stay exactly zero, a huge lane leaves the others at zero.
+TEST(CpuMatmul, Int16ActivationsHandleZeroAndExtremeGroupsInWideLayout) {
+    auto ref = reference();
+    CpuBackend cpu(BackendOptions{2}, CpuTuning{});
+    auto w = test::make_quant_weight(4, 64, DType::kBF16, 11, 256, 6, 1);
+    std::vector<float> x(256, 0.0f);
+    for (int c = 128; c < 256; ++c) x[c] = c % 64 == 9 ? -1e30f : 1e-30f;  // groups 2, 3
+    std::vector<float> y(11), expect(y.size());
+    cpu.matmul(w.view, x.data(), 1, y.data());
+    ref->matmul(w.view, x.data(), 1, expect.data());
+    for (int r = 0; r < 11; ++r) {
+        EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r])) << r;
+        EXPECT_NE(expect[r], 0.0f) << r;
+    }
+}
+
 TEST(CpuMatmul, PrefillPanelsWithBlas) {
     for (int threads : {1, 3}) {
         CpuTuning tuning;
@@ -371,6 +388,12 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
             for (int bits : {2, 3, 4, 5, 6, 8}) {
                 cases.push_back({"q" + std::to_string(bits),
                                  test::make_quant_weight(bits, 32, DType::kF16, 9, 160, bits, 2)});
+            }
+            // Groups of 64 and 128: the AVX-512 int16 path's wide layout and its 4-row tiles
+            // (9 rows: two tiles and a row left over).
+            for (int group : {64, 128}) {
+                cases.push_back({"q4 g" + std::to_string(group),
+                                 test::make_quant_weight(4, group, DType::kF16, 9, 384, group, 1)});
             }
             for (const auto& c : cases) {
                 for (std::int64_t n : {1, 3, 6, 20, 31}) {
