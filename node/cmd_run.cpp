@@ -330,7 +330,7 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--int16-activations", args->int16_activations,
-                  "Matmuls of fewer than 32 tokens (decode) on MLX-quantized weights round "
+                  "Decode (1-4 tokens per step) on MLX-quantized weights: round "
                   "activations to int16 per weight group and use integer dot products (4-bit: "
                   "AVX-512 VNNI row tiles): faster where 4-bit decode is compute-bound, logits "
                   "move by ~1e-3; off by default (--int8-activations wins if both are given)");

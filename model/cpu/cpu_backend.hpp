@@ -25,8 +25,8 @@ struct CpuTuning {
     // At most this many weight rows per prompt-processing panel (f32 scratch per thread is
     // panel_rows * cols * 4 bytes).
     std::int64_t max_panel_rows = 256;
-    // Quantized weights at decode (n < gemm_min_tokens) multiply int16-quantized activations
-    // with integer dot products (matmul_int16.cpp; relative error ~1e-5). false: f32 throughout.
+    // Quantized weights at decode of 1-4 tokens multiply int16-quantized activations with
+    // integer dot products (matmul_int16.cpp; relative error ~1e-5). false: f32 throughout.
     bool int16_activations = true;
     // 4- and 8-bit weights at decode of 1-4 tokens round activations to int8 per weight group
     // and use integer dot products (matmul_int8.cpp; takes precedence over int16_activations).

@@ -290,25 +290,34 @@ HWY_INLINE void quantize_q4_wide(const WeightMatrix& w, const float* x, std::int
 #define BRIGADE_INT16_VNNI_TARGET \
     __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512vnni")))
 
-// out[i] = row r0 + i · x for R rows and one token, without the rows' additive bias.
-template <int R>
-BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_q4_rows_vnni(const WeightMatrix& w, std::int64_t r0,
-                                                           const Int16Activations& xa, float* out) {
+// out[i * T + t] = row r0 + i · x[t0 + t] for R rows and T tokens, without the rows' additive
+// bias. Each x load feeds R rows and each widened code vector T tokens; a group's integer sums
+// restart at zero, so the chains of consecutive groups overlap.
+template <int R, int T>
+BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_q4_tile_vnni(const WeightMatrix& w, std::int64_t r0,
+                                                           const Int16Activations& xa,
+                                                           std::int64_t t0, float* out) {
+    const std::int64_t cols = w.cols;
     const std::int64_t group = w.group_size;
-    const std::int64_t n_groups = w.cols / group;
+    const std::int64_t n_groups = cols / group;
     const std::int64_t n_affine = w.rows * n_groups;
     const std::int64_t row_bytes = w.row_bytes();
     const auto* base = static_cast<const std::uint8_t*>(w.data);
+    const std::int16_t* xq = xa.xq + t0 * cols;
+    const float* step = xa.step + t0 * n_groups;
+    const float* sum = xa.sum + t0 * n_groups;
     const std::uint8_t* codes[R];
-    __m512 f[R];
-    float bias_sum[R];
+    __m512 f[R][T];
+    float bias_sum[R][T];
     for (int i = 0; i < R; ++i) {
         codes[i] = base + (r0 + i) * row_bytes;
-        f[i] = _mm512_setzero_ps();
-        bias_sum[i] = 0.0f;
+        for (int t = 0; t < T; ++t) {
+            f[i][t] = _mm512_setzero_ps();
+            bias_sum[i][t] = 0.0f;
+        }
     }
     const __m512i nibble = _mm512_set1_epi16(0x0F);
-    HWY_ALIGN float scale[R][kGroupChunk];  // scale · step of each group
+    HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
     TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
@@ -317,44 +326,85 @@ BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_q4_rows_vnni(const WeightMatrix& w
             const std::int64_t at = (r0 + i) * n_groups + g0;
             widen_affine(w.scale_dtype, w.scales, at, count, n_affine, scale[i]);
             widen_affine(w.scale_dtype, w.biases, at, count, n_affine, bias[i]);
-            for (std::int64_t g = 0; g < count; ++g) scale[i][g] *= xa.step[g0 + g];
-            bias_sum[i] += bias_dot(bias[i], xa.sum + g0, count);
+            for (int t = 0; t < T; ++t) {
+                bias_sum[i][t] += bias_dot(bias[i], sum + t * n_groups + g0, count);
+            }
         }
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
             prefetch.ahead_of(codes, c_begin / 2);
-            __m512i acc[R];
-            for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_si512();
+            __m512i acc[R][T];
+            for (int i = 0; i < R; ++i) {
+                for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_si512();
+            }
             for (std::int64_t c = c_begin; c < c_begin + group; c += 64) {
-                const __m512i x_even = _mm512_loadu_si512(xa.xq + c);
-                const __m512i x_odd = _mm512_loadu_si512(xa.xq + c + 32);
+                __m512i x_even[T], x_odd[T];
+                for (int t = 0; t < T; ++t) {
+                    x_even[t] = _mm512_loadu_si512(xq + t * cols + c);
+                    x_odd[t] = _mm512_loadu_si512(xq + t * cols + c + 32);
+                }
                 for (int i = 0; i < R; ++i) {
                     const __m512i v = _mm512_cvtepu8_epi16(
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[i] + c / 2)));
-                    acc[i] = _mm512_dpwssd_epi32(acc[i], _mm512_and_si512(v, nibble), x_even);
-                    acc[i] = _mm512_dpwssd_epi32(acc[i], _mm512_srli_epi16(v, 4), x_odd);
+                    const __m512i lo = _mm512_and_si512(v, nibble);
+                    const __m512i hi = _mm512_srli_epi16(v, 4);
+                    for (int t = 0; t < T; ++t) {
+                        acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], lo, x_even[t]);
+                        acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], hi, x_odd[t]);
+                    }
                 }
             }
             for (int i = 0; i < R; ++i) {
-                f[i] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_set1_ps(scale[i][g]), f[i]);
+                for (int t = 0; t < T; ++t) {
+                    // scale · step in f32, as the generic kernel's end_group.
+                    const float s = scale[i][g] * step[t * n_groups + g0 + g];
+                    f[i][t] =
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][t]), _mm512_set1_ps(s), f[i][t]);
+                }
             }
         }
     }
-    for (int i = 0; i < R; ++i) out[i] = _mm512_reduce_add_ps(f[i]) + bias_sum[i];
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) out[i * T + t] = _mm512_reduce_add_ps(f[i][t]) + bias_sum[i][t];
+    }
 }
 
-// Rows [row_begin, row_end) in tiles of 4; returns the first row not done.
+// Rows [row_begin, row_end) for all n tokens, in tiles of 4 rows for one token and 2 rows by up
+// to 4 tokens otherwise (what fits 32 registers); returns the first row not done.
 BRIGADE_INT16_VNNI_TARGET HWY_NOINLINE std::int64_t q4_rows_vnni(
-    const WeightMatrix& w, const Int16Activations& xa, std::int64_t row_begin, std::int64_t row_end,
-    const WeightVector* bias, float* y) {
+    const WeightMatrix& w, const Int16Activations& xa, std::int64_t n, std::int64_t row_begin,
+    std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
-    float out[4];
+    const std::int64_t tile_rows = n == 1 ? 4 : 2;
+    float out[16];
     std::int64_t r = row_begin;
-    for (; r + 4 <= row_end; r += 4) {
-        dot_q4_rows_vnni<4>(w, r, xa, out);
-        for (int i = 0; i < 4; ++i) {
-            y[r + i] = out[i] + (has_bias ? load_any(bias->dtype, bias->data, r + i) : 0.0f);
+    for (; r + tile_rows <= row_end; r += tile_rows) {
+        for (std::int64_t t0 = 0; t0 < n; t0 += 4) {
+            const std::int64_t tokens = std::min<std::int64_t>(4, n - t0);
+            // A switch, not with_constant: a lambda would not carry this function's VNNI target.
+            switch (n == 1 ? 0 : tokens) {
+                case 0:
+                    dot_q4_tile_vnni<4, 1>(w, r, xa, t0, out);
+                    break;
+                case 1:
+                    dot_q4_tile_vnni<2, 1>(w, r, xa, t0, out);
+                    break;
+                case 2:
+                    dot_q4_tile_vnni<2, 2>(w, r, xa, t0, out);
+                    break;
+                case 3:
+                    dot_q4_tile_vnni<2, 3>(w, r, xa, t0, out);
+                    break;
+                default:
+                    dot_q4_tile_vnni<2, 4>(w, r, xa, t0, out);
+                    break;
+            }
+            for (std::int64_t i = 0; i < tile_rows; ++i) {
+                const float b = has_bias ? load_any(bias->dtype, bias->data, r + i) : 0.0f;
+                for (std::int64_t t = 0; t < tokens; ++t) {
+                    y[(t0 + t) * ldy + r + i] = out[i * tokens + t] + b;
+                }
+            }
         }
     }
     return r;
@@ -387,8 +437,8 @@ void GemvRowsInt16(const WeightMatrix& w, const Int16Activations& xa, std::int64
                    std::int64_t ldy) {
     if (!use_wide(w)) return gemv_rows<D16Narrow>(w, xa, n, row_begin, row_end, bias, y, ldy);
 #if HWY_TARGET == HWY_AVX3
-    if (n == 1 && w.bits == 4 && xa.multi_row && int8_detail::cpu_has_avx512_vnni()) {
-        row_begin = q4_rows_vnni(w, xa, row_begin, row_end, bias, y);
+    if (w.bits == 4 && xa.multi_row && int8_detail::cpu_has_avx512_vnni()) {
+        row_begin = q4_rows_vnni(w, xa, n, row_begin, row_end, bias, y, ldy);
     }
 #endif
     gemv_rows<D16Wide>(w, xa, n, row_begin, row_end, bias, y, ldy);
