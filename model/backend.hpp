@@ -167,12 +167,11 @@ struct BackendOptions {
     int n_threads = 0;  // 0 = all hardware threads
     // kCpu: decode matmuls (1-4 tokens) on MLX-quantized weights round activations to int16
     // per group and use integer dot products (relative error ~1e-5 per matmul,
-    // model/cpu/matmul_int16.cpp; on AVX-512 VNNI, 4-bit rows in tiles with vpdpwssd). Off by
-    // default: over a whole model the error reaches ~1e-3 of the logits (1.4e-3 - 3.5e-3 on
-    // the quantized HF fixtures), beyond their parity tolerance (~6e-4), and decode would
-    // then differ slightly from prefill. Demo model perplexity (decode token by token): q4
-    // 44.14669 -> 44.14687, q8 39.92162 -> 39.92159 (int8 activations: +0.46% / +0.56%).
-    // Opt in for speed.
+    // model/cpu/matmul_int16.cpp; on AVX-512 VNNI, 4- and 8-bit rows in tiles with vpdpwssd). Off
+    // by default: over a whole model the error reaches ~1e-3 of the logits (1.4e-3 - 3.5e-3 on the
+    // quantized HF fixtures), beyond their parity tolerance (~6e-4), and decode would then differ
+    // slightly from prefill. Demo model perplexity (decode token by token): q4 44.14669
+    // -> 44.14687, q8 39.92162 -> 39.92159 (int8 activations: +0.46% / +0.56%). Opt in for speed.
     bool cpu_int16_activations = false;
     // kCpu: decode matmuls (1-4 tokens) on MLX 4- and 8-bit weights round activations to int8
     // per weight group and use integer dot products (AVX-512 VNNI / AVX-VNNI / AVX2,

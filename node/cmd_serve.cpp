@@ -458,7 +458,7 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--int16-activations", args->model.int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "
-                  "activations to int16 per weight group and use integer dot products (4-bit: "
+                  "activations to int16 per weight group and use integer dot products (4/8-bit: "
                   "AVX-512 VNNI row tiles): faster where 4-bit decode is compute-bound, logits "
                   "move by ~1e-3; off by default (--int8-activations wins if both are given)");
     sub->add_option("--backend", args->model.backend, "cpu (default) or reference");

@@ -226,20 +226,21 @@ void gemv_rows(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n
 }
 
 #if HWY_TARGET == HWY_AVX3
-// AVX-512, 4-bit weights in the wide layout (groups a multiple of 64), one token. The generic
+// AVX-512, 4-bit (groups a multiple of 64) and 8-bit weights in the wide layout. The generic
 // code above is too slow to pay on its own: its quantizer computes every element's slot with
 // divisions, and its row kernel takes one row at a time, so each group waits on the latency of
-// its multiply-add chain. Here the quantizer works a 64-element chunk at a time and the rows go
-// 4 at a time through vpdpwssd (AVX512-VNNI, checked at run time): per 64 codes and row, one
-// widening load, an AND, a shift and two dot products, against 13 vector instructions in the
-// f32 lookup kernel (matmul_grouped.cpp), which is compute-bound on lent 16-vCPU machines.
-// Same numbers as the generic path: the same xq, and each group's integer sum is exact; only
-// the f32 sums over groups run in another order.
+// its multiply-add chain. Here the quantizer works a chunk of 32 or 64 elements at a time and
+// the rows go in tiles through vpdpwssd (AVX512-VNNI, checked at run time): per 64 4-bit codes
+// and row, one widening load, an AND, a shift and two dot products, against 13 vector
+// instructions in the f32 lookup kernel (matmul_grouped.cpp), which is compute-bound on lent
+// 16-vCPU machines; per 32 8-bit codes, a widening load and one dot product. Same numbers as
+// the generic path: the same xq, and each group's integer sum is exact; only the f32 sums over
+// groups run in another order.
 
-// quantize_activations for the wide 4-bit layout: xq bit for bit as the generic loop (the same
-// f32 operations per element), `sum` in another order.
-HWY_INLINE void quantize_q4_wide(const WeightMatrix& w, const float* x, std::int64_t begin,
-                                 std::int64_t end, std::int16_t* xq, float* step, float* sum) {
+// quantize_activations for the wide layout of 4- and 8-bit weights: xq bit for bit as the
+// generic loop (the same f32 operations per element), `sum` in another order.
+HWY_INLINE void quantize_wide(const WeightMatrix& w, const float* x, std::int64_t begin,
+                              std::int64_t end, std::int16_t* xq, float* step, float* sum) {
     const std::int64_t group = w.group_size;
     const __m512 sign_bit = _mm512_set1_ps(-0.0f);
     // Words 0-31: even elements of a 64-element chunk (meeting the low nibbles), 32-63: odd.
@@ -267,9 +268,11 @@ HWY_INLINE void quantize_q4_wide(const WeightMatrix& w, const float* x, std::int
         const __m512 cap = _mm512_set1_ps(32767.0f);
         const __m512 half = _mm512_set1_ps(0.5f);
         std::int16_t* dst = xq + i * group;
-        for (std::int64_t c = 0; c < group; c += 64) {
+        // 4-bit: chunks of 64 elements, split into even and odd; 8-bit: 32 in element order.
+        const std::int64_t chunk = w.bits == 4 ? 64 : 32;
+        for (std::int64_t c = 0; c < group; c += chunk) {
             __m256i words[4];
-            for (int k = 0; k < 4; ++k) {
+            for (int k = 0; k < chunk / 16; ++k) {
                 const __m512 v = _mm512_loadu_ps(xg + c + 16 * k);
                 const __m512 a =
                     _mm512_min_ps(_mm512_andnot_ps(sign_bit, _mm512_mul_ps(v, vinv)), cap);
@@ -280,6 +283,10 @@ HWY_INLINE void quantize_q4_wide(const WeightMatrix& w, const float* x, std::int
                 words[k] = _mm512_cvtepi32_epi16(q);
             }
             const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(words[0]), words[1], 1);
+            if (w.bits == 8) {
+                _mm512_storeu_si512(dst + c, lo);
+                continue;
+            }
             const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(words[2]), words[3], 1);
             _mm512_storeu_si512(dst + c, _mm512_permutex2var_epi16(lo, even, hi));
             _mm512_storeu_si512(dst + c + 32, _mm512_permutex2var_epi16(lo, odd, hi));
@@ -293,10 +300,10 @@ HWY_INLINE void quantize_q4_wide(const WeightMatrix& w, const float* x, std::int
 // out[i * T + t] = row r0 + i · x[t0 + t] for R rows and T tokens, without the rows' additive
 // bias. Each x load feeds R rows and each widened code vector T tokens; a group's integer sums
 // restart at zero, so the chains of consecutive groups overlap.
-template <int R, int T>
-BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_q4_tile_vnni(const WeightMatrix& w, std::int64_t r0,
-                                                           const Int16Activations& xa,
-                                                           std::int64_t t0, float* out) {
+template <int BITS, int R, int T>
+BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_tile_vnni(const WeightMatrix& w, std::int64_t r0,
+                                                        const Int16Activations& xa, std::int64_t t0,
+                                                        float* out) {
     const std::int64_t cols = w.cols;
     const std::int64_t group = w.group_size;
     const std::int64_t n_groups = cols / group;
@@ -332,25 +339,40 @@ BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_q4_tile_vnni(const WeightMatrix& w
         }
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
-            prefetch.ahead_of(codes, c_begin / 2);
+            prefetch.ahead_of(codes, c_begin * BITS / 8);
             __m512i acc[R][T];
             for (int i = 0; i < R; ++i) {
                 for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_si512();
             }
-            for (std::int64_t c = c_begin; c < c_begin + group; c += 64) {
-                __m512i x_even[T], x_odd[T];
-                for (int t = 0; t < T; ++t) {
-                    x_even[t] = _mm512_loadu_si512(xq + t * cols + c);
-                    x_odd[t] = _mm512_loadu_si512(xq + t * cols + c + 32);
-                }
-                for (int i = 0; i < R; ++i) {
-                    const __m512i v = _mm512_cvtepu8_epi16(
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[i] + c / 2)));
-                    const __m512i lo = _mm512_and_si512(v, nibble);
-                    const __m512i hi = _mm512_srli_epi16(v, 4);
+            if constexpr (BITS == 4) {
+                for (std::int64_t c = c_begin; c < c_begin + group; c += 64) {
+                    __m512i x_even[T], x_odd[T];
                     for (int t = 0; t < T; ++t) {
-                        acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], lo, x_even[t]);
-                        acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], hi, x_odd[t]);
+                        x_even[t] = _mm512_loadu_si512(xq + t * cols + c);
+                        x_odd[t] = _mm512_loadu_si512(xq + t * cols + c + 32);
+                    }
+                    for (int i = 0; i < R; ++i) {
+                        const __m512i v = _mm512_cvtepu8_epi16(
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[i] + c / 2)));
+                        const __m512i lo = _mm512_and_si512(v, nibble);
+                        const __m512i hi = _mm512_srli_epi16(v, 4);
+                        for (int t = 0; t < T; ++t) {
+                            acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], lo, x_even[t]);
+                            acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], hi, x_odd[t]);
+                        }
+                    }
+                }
+            } else {
+                static_assert(BITS == 8);
+                for (std::int64_t c = c_begin; c < c_begin + group; c += 32) {
+                    __m512i xv[T];
+                    for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_si512(xq + t * cols + c);
+                    for (int i = 0; i < R; ++i) {
+                        const __m512i v = _mm512_cvtepu8_epi16(
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[i] + c)));
+                        for (int t = 0; t < T; ++t) {
+                            acc[i][t] = _mm512_dpwssd_epi32(acc[i][t], v, xv[t]);
+                        }
                     }
                 }
             }
@@ -371,7 +393,8 @@ BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_q4_tile_vnni(const WeightMatrix& w
 
 // Rows [row_begin, row_end) for all n tokens, in tiles of 4 rows for one token and 2 rows by up
 // to 4 tokens otherwise (what fits 32 registers); returns the first row not done.
-BRIGADE_INT16_VNNI_TARGET HWY_NOINLINE std::int64_t q4_rows_vnni(
+template <int BITS>
+BRIGADE_INT16_VNNI_TARGET HWY_NOINLINE std::int64_t rows_vnni(
     const WeightMatrix& w, const Int16Activations& xa, std::int64_t n, std::int64_t row_begin,
     std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
@@ -384,19 +407,19 @@ BRIGADE_INT16_VNNI_TARGET HWY_NOINLINE std::int64_t q4_rows_vnni(
             // A switch, not with_constant: a lambda would not carry this function's VNNI target.
             switch (n == 1 ? 0 : tokens) {
                 case 0:
-                    dot_q4_tile_vnni<4, 1>(w, r, xa, t0, out);
+                    dot_tile_vnni<BITS, 4, 1>(w, r, xa, t0, out);
                     break;
                 case 1:
-                    dot_q4_tile_vnni<2, 1>(w, r, xa, t0, out);
+                    dot_tile_vnni<BITS, 2, 1>(w, r, xa, t0, out);
                     break;
                 case 2:
-                    dot_q4_tile_vnni<2, 2>(w, r, xa, t0, out);
+                    dot_tile_vnni<BITS, 2, 2>(w, r, xa, t0, out);
                     break;
                 case 3:
-                    dot_q4_tile_vnni<2, 3>(w, r, xa, t0, out);
+                    dot_tile_vnni<BITS, 2, 3>(w, r, xa, t0, out);
                     break;
                 default:
-                    dot_q4_tile_vnni<2, 4>(w, r, xa, t0, out);
+                    dot_tile_vnni<BITS, 2, 4>(w, r, xa, t0, out);
                     break;
             }
             for (std::int64_t i = 0; i < tile_rows; ++i) {
@@ -415,7 +438,9 @@ BRIGADE_INT16_VNNI_TARGET HWY_NOINLINE std::int64_t q4_rows_vnni(
 void QuantizeActivationsInt16(const WeightMatrix& w, const float* x, std::int64_t begin,
                               std::int64_t end, std::int16_t* xq, float* step, float* sum) {
 #if HWY_TARGET == HWY_AVX3
-    if (w.bits == 4 && use_wide(w)) return quantize_q4_wide(w, x, begin, end, xq, step, sum);
+    if ((w.bits == 4 || w.bits == 8) && use_wide(w)) {
+        return quantize_wide(w, x, begin, end, xq, step, sum);
+    }
 #endif
     if (use_wide(w)) return quantize_activations<D16Wide>(w, x, begin, end, xq, step, sum);
     quantize_activations<D16Narrow>(w, x, begin, end, xq, step, sum);
@@ -425,7 +450,7 @@ void QuantizeActivationsInt16(const WeightMatrix& w, const float* x, std::int64_
 // calling thread for a whole row of activations).
 bool QuantizeInt16IsVectorized(const WeightMatrix& w) {
 #if HWY_TARGET == HWY_AVX3
-    return w.bits == 4 && use_wide(w);
+    return (w.bits == 4 || w.bits == 8) && use_wide(w);
 #else
     (void)w;
     return false;
@@ -437,8 +462,9 @@ void GemvRowsInt16(const WeightMatrix& w, const Int16Activations& xa, std::int64
                    std::int64_t ldy) {
     if (!use_wide(w)) return gemv_rows<D16Narrow>(w, xa, n, row_begin, row_end, bias, y, ldy);
 #if HWY_TARGET == HWY_AVX3
-    if (w.bits == 4 && xa.multi_row && int8_detail::cpu_has_avx512_vnni()) {
-        row_begin = q4_rows_vnni(w, xa, n, row_begin, row_end, bias, y, ldy);
+    if (xa.multi_row && int8_detail::cpu_has_avx512_vnni()) {
+        if (w.bits == 4) row_begin = rows_vnni<4>(w, xa, n, row_begin, row_end, bias, y, ldy);
+        if (w.bits == 8) row_begin = rows_vnni<8>(w, xa, n, row_begin, row_end, bias, y, ldy);
     }
 #endif
     gemv_rows<D16Wide>(w, xa, n, row_begin, row_end, bias, y, ldy);
