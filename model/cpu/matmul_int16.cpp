@@ -294,8 +294,9 @@ HWY_INLINE void quantize_wide(const WeightMatrix& w, const float* x, std::int64_
     }
 }
 
-#define BRIGADE_INT16_VNNI_TARGET \
-    __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512vnni")))
+// The AVX3 target's own features plus VNNI: clang replaces, not extends, a region's target
+// with a function's, and the region's helpers inline only into a superset.
+#define BRIGADE_INT16_VNNI_TARGET __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
 
 // out[i * T + t] = row r0 + i · x[t0 + t] for R rows and T tokens, without the rows' additive
 // bias. Each x load feeds R rows and each widened code vector T tokens; a group's integer sums
