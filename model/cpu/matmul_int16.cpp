@@ -204,6 +204,100 @@ HWY_INLINE void dot_row_int16(const WeightMatrix& w, std::int64_t r, const Int16
     acc.reduce(out);
 }
 
+// Rows r0 .. r0 + R - 1 against one token, 4- and 8-bit codes: dot_row_int16<D16, 1> for R
+// rows at once. One row at a time waits on its multiply-add chain and reloads x for every row;
+// here each x vector feeds R rows, and scales and biases are widened a vector at a time.
+template <class D16, int R>
+HWY_INLINE void dot_rows_int16(const WeightMatrix& w, std::int64_t r0, const Int16Activations& xa,
+                               float* out) {
+    using D32 = hn::Repartition<std::int32_t, D16>;
+    using DF32 = hn::Repartition<float, D16>;
+    const D16 d16;
+    const D32 d32;
+    const DF32 df;
+    const hn::Rebind<std::uint8_t, D16> d8;
+    const auto n16 = static_cast<std::int64_t>(hn::Lanes(d16));
+    const std::int64_t group = w.group_size;
+    const std::int64_t n_groups = w.cols / group;
+    const std::int64_t n_affine = w.rows * n_groups;
+    const std::int64_t row_bytes = w.row_bytes();
+    const int bits = w.bits;
+    const auto* base = static_cast<const std::uint8_t*>(w.data);
+    const auto low_nibble = hn::Set(d16, 0x0F);
+    const std::uint8_t* codes[R];
+    hn::Vec<DF32> f[R];
+    float bias_sum[R];
+    for (int i = 0; i < R; ++i) {
+        codes[i] = base + (r0 + i) * row_bytes;
+        f[i] = hn::Zero(df);
+        bias_sum[i] = 0.0f;
+    }
+    HWY_ALIGN float scale[R][kGroupChunk];
+    HWY_ALIGN float bias[R][kGroupChunk];
+    TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes);
+    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
+        const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
+        for (int i = 0; i < R; ++i) {
+            const std::int64_t at = (r0 + i) * n_groups + g0;
+            widen_affine(w.scale_dtype, w.scales, at, count, n_affine, scale[i]);
+            widen_affine(w.scale_dtype, w.biases, at, count, n_affine, bias[i]);
+            bias_sum[i] += bias_dot(bias[i], xa.sum + g0, count);
+        }
+        for (std::int64_t g = 0; g < count; ++g) {
+            const std::int64_t c_begin = (g0 + g) * group;
+            prefetch.ahead_of(codes, c_begin * bits / 8);
+            hn::Vec<D32> p[R], q[R];
+            for (int i = 0; i < R; ++i) p[i] = q[i] = hn::Zero(d32);
+            if (bits == 4) {
+                for (std::int64_t c = c_begin; c < c_begin + group; c += 2 * n16) {
+                    const auto x_even = hn::LoadU(d16, xa.xq + c);
+                    const auto x_odd = hn::LoadU(d16, xa.xq + c + n16);
+                    for (int i = 0; i < R; ++i) {
+                        const auto v = hn::PromoteTo(d16, hn::LoadU(d8, codes[i] + c / 2));
+                        p[i] = hn::ReorderWidenMulAccumulate(d32, hn::And(v, low_nibble), x_even,
+                                                             p[i], q[i]);
+                        p[i] = hn::ReorderWidenMulAccumulate(d32, hn::ShiftRight<4>(v), x_odd, p[i],
+                                                             q[i]);
+                    }
+                }
+            } else {
+                for (std::int64_t c = c_begin; c < c_begin + group; c += n16) {
+                    const auto xv = hn::LoadU(d16, xa.xq + c);
+                    for (int i = 0; i < R; ++i) {
+                        const auto v = hn::PromoteTo(d16, hn::LoadU(d8, codes[i] + c));
+                        p[i] = hn::ReorderWidenMulAccumulate(d32, v, xv, p[i], q[i]);
+                    }
+                }
+            }
+            for (int i = 0; i < R; ++i) {
+                // scale · step in f32, as end_group.
+                const float s = scale[i][g] * xa.step[g0 + g];
+                f[i] = hn::MulAdd(hn::ConvertTo(df, hn::Add(p[i], q[i])), hn::Set(df, s), f[i]);
+            }
+        }
+    }
+    for (int i = 0; i < R; ++i) out[i] = hn::GetLane(hn::SumOfLanes(df, f[i])) + bias_sum[i];
+}
+
+// One token, 4- or 8-bit rows from row_begin in tiles of kVectorRegisters / 8; returns the
+// first row not done.
+template <class D16>
+HWY_NOINLINE std::int64_t rows_int16(const WeightMatrix& w, const Int16Activations& xa,
+                                     std::int64_t row_begin, std::int64_t row_end,
+                                     const WeightVector* bias, float* y) {
+    constexpr int kRows = kVectorRegisters / 8;
+    const bool has_bias = bias != nullptr && bias->valid();
+    float out[kRows];
+    std::int64_t r = row_begin;
+    for (; r + kRows <= row_end; r += kRows) {
+        dot_rows_int16<D16, kRows>(w, r, xa, out);
+        for (int i = 0; i < kRows; ++i) {
+            y[r + i] = out[i] + (has_bias ? load_any(bias->dtype, bias->data, r + i) : 0.0f);
+        }
+    }
+    return r;
+}
+
 template <class D16>
 void gemv_rows(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
                std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
@@ -461,13 +555,18 @@ bool QuantizeInt16IsVectorized(const WeightMatrix& w) {
 void GemvRowsInt16(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n,
                    std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
                    std::int64_t ldy) {
-    if (!use_wide(w)) return gemv_rows<D16Narrow>(w, xa, n, row_begin, row_end, bias, y, ldy);
+    const bool tiles = xa.multi_row && (w.bits == 4 || w.bits == 8);
+    if (!use_wide(w)) {
+        if (tiles && n == 1) row_begin = rows_int16<D16Narrow>(w, xa, row_begin, row_end, bias, y);
+        return gemv_rows<D16Narrow>(w, xa, n, row_begin, row_end, bias, y, ldy);
+    }
 #if HWY_TARGET == HWY_AVX3
-    if (xa.multi_row && int8_detail::cpu_has_avx512_vnni()) {
+    if (tiles && int8_detail::cpu_has_avx512_vnni()) {
         if (w.bits == 4) row_begin = rows_vnni<4>(w, xa, n, row_begin, row_end, bias, y, ldy);
         if (w.bits == 8) row_begin = rows_vnni<8>(w, xa, n, row_begin, row_end, bias, y, ldy);
     }
 #endif
+    if (tiles && n == 1) row_begin = rows_int16<D16Wide>(w, xa, row_begin, row_end, bias, y);
     gemv_rows<D16Wide>(w, xa, n, row_begin, row_end, bias, y, ldy);
 }
 
