@@ -142,6 +142,21 @@ HWY_INLINE void widen_affine(DType dtype, const void* base, std::int64_t index, 
     for (; i < count; ++i) out[i] = load_any(dtype, base, index + i);
 }
 
+// Scales and biases of groups [g0, g0 + count) of rows r0 .. r0 + R - 1 of w (n_groups a
+// row), widened to f32: the row tiles of matmul_grouped.cpp and matmul_int16.cpp. n_groups
+// comes from the caller, which has divided once per matmul.
+template <int R>
+HWY_INLINE void widen_tile_affine(const WeightMatrix& w, std::int64_t n_groups, std::int64_t r0,
+                                  std::int64_t g0, std::int64_t count, float (*scale)[kGroupChunk],
+                                  float (*bias)[kGroupChunk]) {
+    const std::int64_t n_affine = w.rows * n_groups;
+    for (int i = 0; i < R; ++i) {
+        const std::int64_t at = (r0 + i) * n_groups + g0;
+        widen_affine(w.scale_dtype, w.scales, at, count, n_affine, scale[i]);
+        widen_affine(w.scale_dtype, w.biases, at, count, n_affine, bias[i]);
+    }
+}
+
 // Σ_g bias[g] · gsum[g] over `count` groups.
 HWY_INLINE float bias_dot(const float* bias, const float* gsum, std::int64_t count) {
     const hn::CappedTag<float, 16> df;

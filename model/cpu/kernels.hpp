@@ -60,7 +60,7 @@ struct Int16Activations {
     const float* step = nullptr;
     const float* sum = nullptr;
     std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
-    bool multi_row = true;            // one token: rows several at a time where a tile exists
+    bool multi_row = true;            // 4/8-bit: rows in tiles of several (false: one by one)
 };
 // Quantizes groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group
 // i % n_groups) for `gemv_rows_int16` with w's bits and group size.

@@ -190,18 +190,6 @@ HWY_INLINE void row_all_tokens(const std::uint8_t* codes, const GroupedRows& m, 
     for (std::int64_t i = 0; i < left; ++i) y[(t + i) * ldy + r] = out[i] + b;
 }
 
-// Scales and biases of groups [g0, g0 + count) of rows r0 .. r0 + R - 1, widened to f32.
-template <int R>
-HWY_INLINE void widen_tile_affine(const GroupedRows& m, std::int64_t r0, std::int64_t g0,
-                                  std::int64_t count, float (*scale)[kGroupChunk],
-                                  float (*bias)[kGroupChunk]) {
-    for (int i = 0; i < R; ++i) {
-        const std::int64_t at = (r0 + i) * m.n_groups + g0;
-        widen_affine(m.w.scale_dtype, m.w.scales, at, count, m.n_affine, scale[i]);
-        widen_affine(m.w.scale_dtype, m.w.biases, at, count, m.n_affine, bias[i]);
-    }
-}
-
 // Rows per pass of the one-token kernel below: a single row's FMA chains wait on their latency
 // (see dot_q4_lookup_rows), so rows go several at a time, as many as the registers hold (3
 // accumulators per row plus the codes of each).
@@ -230,7 +218,7 @@ HWY_INLINE void dot_grouped_rows(const std::uint8_t* base, const GroupedRows& m,
     TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        widen_tile_affine<R>(m, r0, g0, count, scale, bias);
+        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
         for (int i = 0; i < R; ++i) bias_sum[i] += bias_dot(bias[i], xa.group_sum + g0, count);
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
@@ -357,7 +345,7 @@ HWY_INLINE void dot_q4_lookup_rows(const std::uint8_t* base, const GroupedRows& 
     TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        widen_tile_affine<R>(m, r0, g0, count, scale, bias);
+        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
             __m512 table[R];

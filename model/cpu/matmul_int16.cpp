@@ -219,7 +219,6 @@ HWY_INLINE void dot_rows_int16(const WeightMatrix& w, std::int64_t r0, const Int
     const auto n16 = static_cast<std::int64_t>(hn::Lanes(d16));
     const std::int64_t group = w.group_size;
     const std::int64_t n_groups = w.cols / group;
-    const std::int64_t n_affine = w.rows * n_groups;
     const std::int64_t row_bytes = w.row_bytes();
     const int bits = w.bits;
     const auto* base = static_cast<const std::uint8_t*>(w.data);
@@ -237,12 +236,8 @@ HWY_INLINE void dot_rows_int16(const WeightMatrix& w, std::int64_t r0, const Int
     TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        for (int i = 0; i < R; ++i) {
-            const std::int64_t at = (r0 + i) * n_groups + g0;
-            widen_affine(w.scale_dtype, w.scales, at, count, n_affine, scale[i]);
-            widen_affine(w.scale_dtype, w.biases, at, count, n_affine, bias[i]);
-            bias_sum[i] += bias_dot(bias[i], xa.sum + g0, count);
-        }
+        widen_tile_affine<R>(w, n_groups, r0, g0, count, scale, bias);
+        for (int i = 0; i < R; ++i) bias_sum[i] += bias_dot(bias[i], xa.sum + g0, count);
         for (std::int64_t g = 0; g < count; ++g) {
             const std::int64_t c_begin = (g0 + g) * group;
             prefetch.ahead_of(codes, c_begin * bits / 8);
@@ -321,10 +316,10 @@ void gemv_rows(const WeightMatrix& w, const Int16Activations& xa, std::int64_t n
 
 #if HWY_TARGET == HWY_AVX3
 // AVX-512, 4-bit (groups a multiple of 64) and 8-bit weights in the wide layout. The generic
-// code above is too slow to pay on its own: its quantizer computes every element's slot with
-// divisions, and its row kernel takes one row at a time, so each group waits on the latency of
-// its multiply-add chain. Here the quantizer works a chunk of 32 or 64 elements at a time and
-// the rows go in tiles through vpdpwssd (AVX512-VNNI, checked at run time): per 64 4-bit codes
+// quantizer above computes every element's slot with divisions, and the generic tiles take one
+// token and a multiply-add plus an add per product pair. Here the quantizer works a chunk of 32
+// or 64 elements at a time and the rows go in tiles of 1-4 tokens through vpdpwssd
+// (AVX512-VNNI, checked at run time; Highway's AVX3 target has no VNNI): per 64 4-bit codes
 // and row, one widening load, an AND, a shift and two dot products, against 13 vector
 // instructions in the f32 lookup kernel (matmul_grouped.cpp), which is compute-bound on lent
 // 16-vCPU machines; per 32 8-bit codes, a widening load and one dot product. Same numbers as
@@ -402,7 +397,6 @@ BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_tile_vnni(const WeightMatrix& w, s
     const std::int64_t cols = w.cols;
     const std::int64_t group = w.group_size;
     const std::int64_t n_groups = cols / group;
-    const std::int64_t n_affine = w.rows * n_groups;
     const std::int64_t row_bytes = w.row_bytes();
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     const std::int16_t* xq = xa.xq + t0 * cols;
@@ -424,10 +418,8 @@ BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_tile_vnni(const WeightMatrix& w, s
     TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
+        widen_tile_affine<R>(w, n_groups, r0, g0, count, scale, bias);
         for (int i = 0; i < R; ++i) {
-            const std::int64_t at = (r0 + i) * n_groups + g0;
-            widen_affine(w.scale_dtype, w.scales, at, count, n_affine, scale[i]);
-            widen_affine(w.scale_dtype, w.biases, at, count, n_affine, bias[i]);
             for (int t = 0; t < T; ++t) {
                 bias_sum[i][t] += bias_dot(bias[i], sum + t * n_groups + g0, count);
             }
