@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "mesh/handshake.hpp"
+#include "mesh/rtt_estimator.hpp"
 #include "mesh/secure_channel.hpp"
 
 namespace brigade::mesh {
@@ -255,7 +256,7 @@ public:
 
     bool is_open() const { return !closed_; }
     const LinkPeer& peer() const { return peer_; }
-    std::optional<std::chrono::microseconds> rtt() const { return rtt_; }
+    std::optional<std::chrono::microseconds> rtt() const { return rtt_.estimate(); }
     std::string close_reason() const { return close_error_ ? close_error_->what() : std::string(); }
 
 private:
@@ -293,7 +294,7 @@ private:
             if (!hb->reply) {
                 (void)enqueue(Heartbeat{hb->seq, hb->sent_us, true});
             } else if (hb->sent_us <= now_us()) {
-                rtt_ = std::chrono::microseconds(now_us() - hb->sent_us);
+                rtt_.add(std::chrono::microseconds(now_us() - hb->sent_us));
             }
             return;
         }
@@ -442,7 +443,7 @@ private:
     SteadyClock::time_point last_sent_;
     SteadyClock::time_point write_progress_;
     SteadyClock::time_point outbox_queued_at_{};
-    std::optional<std::chrono::microseconds> rtt_;
+    RttEstimator rtt_;
     std::uint64_t heartbeat_seq_ = 0;
     asio::steady_timer recv_timer_;
     asio::steady_timer send_space_;

@@ -69,7 +69,8 @@ public:
     virtual void close(std::string_view reason) = 0;
     virtual bool is_open() const = 0;
     virtual const LinkPeer& peer() const = 0;
-    // Latest heartbeat round trip, if one completed.
+    // Round trip as heartbeats measure it (the least of the recent samples: see RttEstimator),
+    // if one completed.
     virtual std::optional<std::chrono::microseconds> rtt() const = 0;
     // Why the link closed (empty while open).
     virtual std::string close_reason() const = 0;
