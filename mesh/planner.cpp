@@ -295,6 +295,17 @@ std::uint64_t stage_memory_bytes(const PlanRequest& request, model::LayerRange l
     return range_bytes(c, layers.first, layers.last, is_head, is_tail);
 }
 
+double median_measured_rtt_s(const std::vector<LinkCost>& links, double fallback_s) {
+    std::vector<double> measured;
+    for (const LinkCost& l : links) {
+        if (l.rtt_s > 0 && std::isfinite(l.rtt_s)) measured.push_back(l.rtt_s);
+    }
+    if (measured.empty()) return fallback_s;
+    const auto mid = measured.begin() + static_cast<std::ptrdiff_t>(measured.size() / 2);
+    std::nth_element(measured.begin(), mid, measured.end());
+    return *mid;
+}
+
 Result<Plan> make_plan(const PlanRequest& req) {
     if (auto v = validate(req); !v) return v.error();
     const int n_layers = req.shape.n_layers;

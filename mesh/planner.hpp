@@ -86,6 +86,12 @@ struct Plan {
 
 Result<Plan> make_plan(const PlanRequest& request);
 
+// What a live mesh should charge its unmeasured links (PlanRequest::default_rtt_s): the median
+// of the measured RTTs, or `fallback_s` when none is measured. Links come up one after another,
+// so early plans see some measured and some not; charging the new ones a constant (0.5 ms) while
+// the others read 0.05 ms would make the planner route around the newest links for no reason.
+double median_measured_rtt_s(const std::vector<LinkCost>& links, double fallback_s);
+
 // Bytes a stage holding `layers` needs (the same accounting make_plan uses).
 std::uint64_t stage_memory_bytes(const PlanRequest& request, model::LayerRange layers, bool is_head,
                                  bool is_tail);

@@ -101,6 +101,7 @@ mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
             request.links.push_back({id, l.peer, l.rtt_us * 1e-6, l.bandwidth_bytes_per_s});
         }
     }
+    request.default_rtt_s = mesh::median_measured_rtt_s(request.links, request.default_rtt_s);
     std::string nodes;
     for (const mesh::NodeCapacity& n : request.nodes) {
         nodes += " " + n.id.short_string() + ":" + mesh::format_size(n.memory_bytes);

@@ -197,6 +197,42 @@ TEST(Planner, HopLatencyIsCounted) {
     EXPECT_NEAR(measured->hop_s, 0.002 + 1024.0 * 2 / 1e9, 1e-9);
 }
 
+TEST(Planner, UnmeasuredLinksCostTheMedianMeasuredOne) {
+    EXPECT_DOUBLE_EQ(median_measured_rtt_s({}, 0.0005), 0.0005);
+    const std::vector<LinkCost> links = {LinkCost{id_of(1), id_of(2), 0.0001, 0},
+                                         LinkCost{id_of(1), id_of(3), 0, 0},  // not measured
+                                         LinkCost{id_of(2), id_of(3), 0.009, 0},
+                                         LinkCost{id_of(3), id_of(4), 0.0002, 0}};
+    EXPECT_DOUBLE_EQ(median_measured_rtt_s(links, 0.0005), 0.0002);
+    EXPECT_DOUBLE_EQ(median_measured_rtt_s({LinkCost{id_of(1), id_of(2), 0, 0}}, 0.0005), 0.0005);
+
+    // Three stages over four nodes; node 4, the fastest, belongs at the tail. Links of 0.1 ms
+    // are measured among nodes 1-3, node 4's not yet: charged 0.5 ms, they would keep it out;
+    // charged the median, the plan is the one the fully measured mesh gets.
+    PlanRequest r;
+    r.shape = shape(4, 10 * kMB, 20 * kMB, 20 * kMB);
+    for (std::uint8_t n = 1; n <= 4; ++n)
+        r.nodes.push_back(node(n, 32 * kMB, n == 4 ? 5e-5 : 1e-4));
+    for (std::uint8_t a = 1; a <= 4; ++a) {
+        for (std::uint8_t b = a + 1; b <= 4; ++b) r.links.push_back({id_of(a), id_of(b), 1e-4, 0});
+    }
+    const auto measured = make_plan(r);
+    ASSERT_TRUE(measured);
+    ASSERT_EQ(measured->stages.size(), 3u);
+    EXPECT_EQ(measured->stages.back().node, id_of(4));
+    r.links.erase(std::remove_if(r.links.begin(), r.links.end(),
+                                 [](const LinkCost& l) { return l.b == id_of(4); }),
+                  r.links.end());
+    r.default_rtt_s = median_measured_rtt_s(r.links, r.default_rtt_s);
+    const auto partly = make_plan(r);
+    ASSERT_TRUE(partly);
+    ASSERT_EQ(partly->stages.size(), measured->stages.size());
+    for (std::size_t i = 0; i < measured->stages.size(); ++i) {
+        EXPECT_EQ(partly->stages[i].node, measured->stages[i].node) << "stage " << i;
+        EXPECT_EQ(partly->stages[i].layers.last, measured->stages[i].layers.last) << "stage " << i;
+    }
+}
+
 TEST(Planner, KvCacheForTheExpectedContextCountsAgainstMemory) {
     PlanRequest r;
     r.shape = shape(24, 10 * kMB, 20 * kMB, 20 * kMB, /*kv per token per layer=*/1000);
