@@ -51,6 +51,10 @@ void Agreement::observe_epoch(std::uint64_t epoch) {
     highest_epoch_ = std::max(highest_epoch_, epoch);
 }
 
+void Agreement::observe_serving_epoch(std::uint64_t epoch) {
+    serving_epoch_ = std::max(serving_epoch_, epoch);
+}
+
 std::vector<AgreementAction> Agreement::on_members(const std::vector<NodeId>& alive) {
     alive_ = alive;
     if (std::find(alive_.begin(), alive_.end(), self_) == alive_.end()) alive_.push_back(self_);
@@ -101,7 +105,7 @@ Result<std::vector<AgreementAction>> Agreement::propose(PlanPropose plan, Clock:
         auto aborted = abort_in_flight("superseded by a newer proposal");
         out.insert(out.end(), aborted.begin(), aborted.end());
     }
-    plan.epoch = highest_epoch_ + 1;
+    plan.epoch = std::max(highest_epoch_, serving_epoch_) + 1;
     plan.coordinator = self_;
     InFlight f;
     f.plan = plan;
@@ -197,8 +201,10 @@ std::vector<AgreementAction> Agreement::on_ack(const NodeId& from, const PlanAck
             return abort_in_flight("node " + from.short_string() +
                                    " failed to load: " + ack.message);
         case AckStatus::kStale:
+            // observe_epoch above has the epoch that beat ours: the next proposal clears it.
             return abort_in_flight("node " + from.short_string() + " has seen epoch " +
-                                   std::to_string(ack.highest_epoch));
+                                       std::to_string(ack.highest_epoch),
+                                   true);
         case AckStatus::kNotCoordinator:
             return abort_in_flight("node " + from.short_string() +
                                    " does not see us as coordinator: " + ack.message);
@@ -232,7 +238,7 @@ std::vector<AgreementAction> Agreement::on_abort(const NodeId& from, const PlanA
     return out;
 }
 
-std::vector<AgreementAction> Agreement::abort_in_flight(const std::string& reason) {
+std::vector<AgreementAction> Agreement::abort_in_flight(const std::string& reason, bool retry_now) {
     std::vector<AgreementAction> out;
     if (!in_flight_) return out;
     const PlanPropose plan = in_flight_->plan;
@@ -243,6 +249,7 @@ std::vector<AgreementAction> Agreement::abort_in_flight(const std::string& reaso
         pending_.reset();
     }
     out.push_back(plan_action(AgreementAction::Kind::kProposalFailed, plan, reason));
+    out.back().retry_now = retry_now;
     return out;
 }
 

@@ -45,6 +45,9 @@ struct AgreementAction {
     PlanPropose plan;
     model::LayerRange range;
     std::string reason;
+    // kProposalFailed: it failed only because its epoch was stale, and the epoch that beat it is
+    // now known, so a new proposal can go at once instead of after the retry delay.
+    bool retry_now = false;
 };
 
 const char* agreement_action_name(AgreementAction::Kind k);
@@ -74,6 +77,12 @@ public:
     std::vector<AgreementAction> tick(Clock::time_point now);
     // An epoch seen elsewhere (e.g. in a peer's ack): proposals must go above it.
     void observe_epoch(std::uint64_t epoch);
+    // The epoch a member reports serving (its capacity report). Our proposals go above it, but
+    // unlike observe_epoch it does not count as seen: that plan itself, sent to us as the
+    // committed plan when we join, is still accepted. A joiner that becomes coordinator (it has
+    // the lowest id) learns the mesh's epoch this way before its first proposal, which would
+    // otherwise start at 1 and be refused as stale.
+    void observe_serving_epoch(std::uint64_t epoch);
 
     const std::optional<PlanPropose>& active() const { return active_; }
     const std::optional<PlanPropose>& pending() const { return pending_; }
@@ -88,7 +97,7 @@ private:
     };
 
     std::vector<AgreementAction> accept(const PlanPropose& p, Clock::time_point now);
-    std::vector<AgreementAction> abort_in_flight(const std::string& reason);
+    std::vector<AgreementAction> abort_in_flight(const std::string& reason, bool retry_now = false);
     std::vector<AgreementAction> commit_local(std::uint64_t epoch);
     void send_or_local(std::vector<AgreementAction>& out, const NodeId& to, Message m);
 
@@ -96,6 +105,7 @@ private:
     AgreementConfig config_;
     std::vector<NodeId> alive_;  // sorted
     std::uint64_t highest_epoch_ = 0;
+    std::uint64_t serving_epoch_ = 0;  // the highest epoch a member reported serving
     std::optional<PlanPropose> active_;
     std::optional<PlanPropose> pending_;  // accepted, loading or waiting for commit
     Clock::time_point pending_since_{};

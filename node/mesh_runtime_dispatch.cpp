@@ -35,6 +35,8 @@ void MeshRuntime::Impl::on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Me
                     bad = "a capacity report for another node";
                     return;
                 }
+                // The plan it serves: our proposals, should we coordinate, go above it.
+                agreement.observe_serving_epoch(m.stage.epoch);
                 on_member_events(membership.on_capacity(m, now));
                 std::vector<mesh::PeerAddress> listen;
                 for (const mesh::PeerInfo& p : directory.peer_list({}).peers) {

@@ -226,10 +226,15 @@ void MeshRuntime::Impl::run_actions(std::vector<mesh::AgreementAction> actions) 
                 break;
             }
             case Kind::kProposalFailed:
-                logger->warn("plan {} failed: {}; re-planning in {} ms", a.plan.epoch, a.reason,
-                             options.plan_retry.count());
+                if (a.retry_now) {
+                    logger->info("plan {} refused: {}; proposing again above it", a.plan.epoch,
+                                 a.reason);
+                } else {
+                    logger->warn("plan {} failed: {}; re-planning in {} ms", a.plan.epoch, a.reason,
+                                 options.plan_retry.count());
+                }
                 mark_plan_dirty("proposal failed");
-                plan_not_before = Clock::now() + options.plan_retry;
+                plan_not_before = a.retry_now ? Clock::now() : Clock::now() + options.plan_retry;
                 break;
         }
     }

@@ -181,6 +181,19 @@ public:
         return std::nullopt;
     }
 
+    // A home whose node id is below `id_below` (so that its node coordinates once it joins).
+    // Each try has a fair chance against a few random ids; empty after 64 misses.
+    std::optional<PreparedHome> new_home_below(const std::string& id_below) {
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            std::string name = "h";
+            name += std::to_string(next_home_++);
+            auto home = prepare_home(homes_.path() / name);
+            if (!home) return std::nullopt;
+            if (home->id < id_below) return home;
+        }
+        return std::nullopt;
+    }
+
     // Starts `memory.size()` nodes (the first creates the mesh) and waits for a common plan of
     // `stages` stages. Empty string on success, else what went wrong with the logs.
     std::string start(const std::vector<std::string>& memory, std::size_t stages) {

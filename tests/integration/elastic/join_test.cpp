@@ -173,5 +173,33 @@ TEST(ElasticJoin, RestartedNodeServesAsSoonAsItIsReady) {
     EXPECT_EQ(mesh.wait_plan(4, 3), "");
 }
 
+// A joiner whose id is the lowest becomes the coordinator as soon as it links. Its first
+// proposal must already go above the epoch the mesh serves (the members' capacity reports carry
+// it): proposing epoch 1 was refused by every member as stale and cost the retry delay (1.5 s)
+// before the plan moved onto it.
+TEST(ElasticJoin, JoinerThatBecomesCoordinatorIsNotRefusedAsStale) {
+    ElasticMesh mesh(elastic_spec("coordinator-join"));
+    ASSERT_EQ(mesh.start(std::vector<std::string>(3, kThreeStageMemory), 3), "");
+    const auto epoch = mesh.epoch();
+    std::string lowest;
+    for (const auto& n : mesh.view()["nodes"]) {
+        const std::string id = n["id"].get<std::string>();
+        if (lowest.empty() || id < lowest) lowest = id;
+    }
+    const auto home = mesh.new_home_below(lowest);
+    ASSERT_TRUE(home.has_value()) << "no identity below " << lowest;
+    NodeProcess* joiner = mesh.add_node(kWholeModelMemory, 0, home);
+    ASSERT_NE(joiner, nullptr) << mesh.error();
+    ASSERT_EQ(mesh.wait_plan(4, 1,
+                             [&](const nlohmann::json& v) {
+                                 return v["coordinator"] == home->id &&
+                                        v["plan"]["stages"][0]["node"] == home->id;
+                             }),
+              "");
+    EXPECT_GT(mesh.epoch(), epoch);
+    const std::string log = joiner->logs(1 << 20);
+    EXPECT_EQ(log.find("has seen epoch"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace brigade::test

@@ -301,5 +301,88 @@ TEST(Agreement, JoinerLearnsTheActivePlan) {
     EXPECT_EQ(sim.count(id_of(4), Kind::kLoadStage), 0);
 }
 
+// A joiner with the lowest id coordinates at once. Capacity reports tell it which epoch the
+// mesh serves, so its first proposal goes above it and commits, with no refused round.
+TEST(Agreement, JoinerThatCoordinatesProposesAboveTheServedEpoch) {
+    Sim sim({2, 3});
+    for (int round = 0; round < 3; ++round) {
+        sim.apply(id_of(2), *sim.nodes.at(id_of(2)).propose(plan_of({{2, {0, 24}}}), t0));
+        sim.deliver_all(t0);
+        sim.finish_loads();
+        sim.deliver_all(t0);
+    }
+    ASSERT_EQ(sim.nodes.at(id_of(3)).active()->epoch, 3u);
+    sim.nodes.emplace(id_of(1), Agreement(id_of(1), AgreementConfig{10s}));
+    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(3)});
+    Agreement& joiner = sim.nodes.at(id_of(1));
+    ASSERT_TRUE(joiner.is_coordinator());
+    joiner.observe_serving_epoch(3);
+    joiner.observe_serving_epoch(0);  // a spare node serves nothing
+    sim.apply(id_of(1), *joiner.propose(plan_of({{1, {0, 24}}}), t0));
+    sim.deliver_all(t0);
+    sim.finish_loads();
+    sim.deliver_all(t0);
+    EXPECT_EQ(sim.count(id_of(1), Kind::kProposalFailed), 0);
+    for (std::uint8_t n : {1, 2, 3}) {
+        ASSERT_TRUE(sim.nodes.at(id_of(n)).active()) << int(n);
+        EXPECT_EQ(sim.nodes.at(id_of(n)).active()->epoch, 4u) << int(n);
+    }
+}
+
+// Without that knowledge the first proposal is refused as stale; the refusal carries the epoch
+// that beat it, so the coordinator is told to propose again at once, and that proposal commits.
+// Other failures keep the retry delay.
+TEST(Agreement, AStaleRefusalAsksForAnImmediateRetry) {
+    Sim sim({2, 3});
+    sim.apply(id_of(2), *sim.nodes.at(id_of(2)).propose(plan_of({{2, {0, 24}}}), t0));
+    sim.deliver_all(t0);
+    sim.finish_loads();
+    sim.deliver_all(t0);
+    sim.nodes.emplace(id_of(1), Agreement(id_of(1), AgreementConfig{10s}));
+    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(3)});
+    Agreement& joiner = sim.nodes.at(id_of(1));
+    sim.apply(id_of(1), *joiner.propose(plan_of({{1, {0, 24}}}), t0));
+    sim.deliver_all(t0);
+    ASSERT_EQ(sim.count(id_of(1), Kind::kProposalFailed), 1);
+    const auto& failed = sim.effects[id_of(1)];
+    const auto it = std::find_if(failed.begin(), failed.end(), [](const AgreementAction& a) {
+        return a.kind == Kind::kProposalFailed;
+    });
+    EXPECT_TRUE(it->retry_now) << it->reason;
+    sim.apply(id_of(1), *joiner.propose(plan_of({{1, {0, 24}}}), t0));
+    sim.deliver_all(t0);
+    sim.finish_loads();
+    sim.deliver_all(t0);
+    EXPECT_EQ(sim.nodes.at(id_of(3)).active()->coordinator, id_of(1));
+
+    // A failed load is not cured by proposing again at once.
+    Sim other({1, 2});
+    other.apply(id_of(1), *other.nodes.at(id_of(1)).propose(plan_of({{2, {0, 24}}}), t0));
+    other.deliver_all(t0);
+    other.finish_loads(false);
+    other.deliver_all(t0);
+    ASSERT_EQ(other.count(id_of(1), Kind::kProposalFailed), 1);
+    for (const AgreementAction& a : other.effects[id_of(1)]) {
+        if (a.kind == Kind::kProposalFailed) EXPECT_FALSE(a.retry_now) << a.reason;
+    }
+}
+
+// A serving epoch heard of is not an epoch seen: the committed plan of that epoch, sent to a
+// joiner that is not the coordinator, is still accepted.
+TEST(Agreement, ServingEpochDoesNotBlockTheCommittedPlan) {
+    Sim sim({1, 2});
+    sim.apply(id_of(1), *sim.nodes.at(id_of(1)).propose(plan_of({{1, {0, 24}}}), t0));
+    sim.deliver_all(t0);
+    sim.finish_loads();
+    sim.deliver_all(t0);
+    sim.nodes.emplace(id_of(4), Agreement(id_of(4)));
+    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(4)});
+    sim.nodes.at(id_of(4)).observe_serving_epoch(1);
+    sim.apply(id_of(1), sim.nodes.at(id_of(1)).on_peer_joined(id_of(4)));
+    sim.deliver_all(t0);
+    ASSERT_TRUE(sim.nodes.at(id_of(4)).active());
+    EXPECT_EQ(sim.nodes.at(id_of(4)).active()->epoch, 1u);
+}
+
 }  // namespace
 }  // namespace brigade::mesh
