@@ -16,9 +16,4 @@ std::optional<std::chrono::microseconds> RttEstimator::estimate() const {
     return *std::min_element(ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
-std::optional<std::chrono::microseconds> RttEstimator::latest() const {
-    if (count_ == 0) return std::nullopt;
-    return ring_[(count_ - 1) % kWindow];
-}
-
 }  // namespace brigade::mesh

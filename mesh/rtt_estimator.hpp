@@ -20,9 +20,6 @@ public:
     void add(std::chrono::microseconds sample);
     // Least of the last kWindow samples; none before the first.
     std::optional<std::chrono::microseconds> estimate() const;
-    // The newest sample alone, for diagnostics.
-    std::optional<std::chrono::microseconds> latest() const;
-    std::size_t samples() const { return count_; }
 
 private:
     std::array<std::chrono::microseconds, kWindow> ring_{};

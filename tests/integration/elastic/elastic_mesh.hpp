@@ -171,27 +171,13 @@ public:
     // A home whose node id is unknown to the mesh so far (`id_above`: only an id greater than
     // it, e.g. so that a newcomer does not become the coordinator). Empty on failure.
     std::optional<PreparedHome> new_home(const std::string& id_above = "") {
-        for (int attempt = 0; attempt < 24; ++attempt) {
-            std::string name = "h";
-            name += std::to_string(next_home_++);
-            auto home = prepare_home(homes_.path() / name);
-            if (!home) return std::nullopt;
-            if (home->id > id_above) return home;
-        }
-        return std::nullopt;
+        return new_home_where([&](const std::string& id) { return id > id_above; }, 24);
     }
 
     // A home whose node id is below `id_below` (so that its node coordinates once it joins).
     // Each try has a fair chance against a few random ids; empty after 64 misses.
     std::optional<PreparedHome> new_home_below(const std::string& id_below) {
-        for (int attempt = 0; attempt < 64; ++attempt) {
-            std::string name = "h";
-            name += std::to_string(next_home_++);
-            auto home = prepare_home(homes_.path() / name);
-            if (!home) return std::nullopt;
-            if (home->id < id_below) return home;
-        }
-        return std::nullopt;
+        return new_home_where([&](const std::string& id) { return id < id_below; }, 64);
     }
 
     // Starts `memory.size()` nodes (the first creates the mesh) and waits for a common plan of
@@ -381,6 +367,19 @@ public:
     }
 
 private:
+    // Fresh identities until one's id satisfies `wanted`; empty after `attempts` or on failure.
+    template <class Pred>
+    std::optional<PreparedHome> new_home_where(const Pred& wanted, int attempts) {
+        for (int attempt = 0; attempt < attempts; ++attempt) {
+            std::string name = "h";
+            name += std::to_string(next_home_++);
+            auto home = prepare_home(homes_.path() / name);
+            if (!home) return std::nullopt;
+            if (wanted(home->id)) return home;
+        }
+        return std::nullopt;
+    }
+
     ElasticMeshSpec spec_;
     TempDir homes_;
     int next_home_ = 0;

@@ -87,6 +87,23 @@ struct Sim {
         }
     }
 
+    // Node `proposer` proposes `plan`, every stage loads it, and it commits.
+    void commit(std::uint8_t proposer, const PlanPropose& plan) {
+        apply(id_of(proposer), *nodes.at(id_of(proposer)).propose(plan, t0));
+        deliver_all(t0);
+        finish_loads();
+        deliver_all(t0);
+    }
+
+    // Node `n` joins; every node's view becomes `members`. Returns the joiner.
+    Agreement& join(std::uint8_t n, const std::vector<std::uint8_t>& members) {
+        nodes.emplace(id_of(n), Agreement(id_of(n), AgreementConfig{10s}));
+        std::vector<NodeId> view;
+        for (auto m : members) view.push_back(id_of(m));
+        for (auto& [id, a] : nodes) a.on_members(view);
+        return nodes.at(id_of(n));
+    }
+
     int count(const NodeId& id, Kind k) const {
         auto it = effects.find(id);
         if (it == effects.end()) return 0;
@@ -287,13 +304,9 @@ TEST(Agreement, ParticipantDropsAProposalWhoseCoordinatorDied) {
 
 TEST(Agreement, JoinerLearnsTheActivePlan) {
     Sim sim({1, 2});
-    sim.apply(id_of(1), *sim.nodes.at(id_of(1)).propose(plan_of({{1, {0, 24}}}), t0));
-    sim.deliver_all(t0);
-    sim.finish_loads();
-    sim.deliver_all(t0);
+    sim.commit(1, plan_of({{1, {0, 24}}}));
     // Node 4 joins (higher id, so node 1 still coordinates).
-    sim.nodes.emplace(id_of(4), Agreement(id_of(4)));
-    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(4)});
+    sim.join(4, {1, 2, 4});
     sim.apply(id_of(1), sim.nodes.at(id_of(1)).on_peer_joined(id_of(4)));
     sim.deliver_all(t0);
     ASSERT_TRUE(sim.nodes.at(id_of(4)).active());
@@ -305,23 +318,13 @@ TEST(Agreement, JoinerLearnsTheActivePlan) {
 // mesh serves, so its first proposal goes above it and commits, with no refused round.
 TEST(Agreement, JoinerThatCoordinatesProposesAboveTheServedEpoch) {
     Sim sim({2, 3});
-    for (int round = 0; round < 3; ++round) {
-        sim.apply(id_of(2), *sim.nodes.at(id_of(2)).propose(plan_of({{2, {0, 24}}}), t0));
-        sim.deliver_all(t0);
-        sim.finish_loads();
-        sim.deliver_all(t0);
-    }
+    for (int round = 0; round < 3; ++round) sim.commit(2, plan_of({{2, {0, 24}}}));
     ASSERT_EQ(sim.nodes.at(id_of(3)).active()->epoch, 3u);
-    sim.nodes.emplace(id_of(1), Agreement(id_of(1), AgreementConfig{10s}));
-    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(3)});
-    Agreement& joiner = sim.nodes.at(id_of(1));
+    Agreement& joiner = sim.join(1, {1, 2, 3});
     ASSERT_TRUE(joiner.is_coordinator());
     joiner.observe_serving_epoch(3);
     joiner.observe_serving_epoch(0);  // a spare node serves nothing
-    sim.apply(id_of(1), *joiner.propose(plan_of({{1, {0, 24}}}), t0));
-    sim.deliver_all(t0);
-    sim.finish_loads();
-    sim.deliver_all(t0);
+    sim.commit(1, plan_of({{1, {0, 24}}}));
     EXPECT_EQ(sim.count(id_of(1), Kind::kProposalFailed), 0);
     for (std::uint8_t n : {1, 2, 3}) {
         ASSERT_TRUE(sim.nodes.at(id_of(n)).active()) << int(n);
@@ -333,26 +336,21 @@ TEST(Agreement, JoinerThatCoordinatesProposesAboveTheServedEpoch) {
 // that beat it, so the coordinator is told to propose again at once, and that proposal commits.
 // Other failures keep the retry delay.
 TEST(Agreement, AStaleRefusalAsksForAnImmediateRetry) {
+    auto failures = [](Sim& sim, std::uint8_t n) {
+        std::vector<AgreementAction> out;
+        for (const AgreementAction& a : sim.effects[id_of(n)]) {
+            if (a.kind == Kind::kProposalFailed) out.push_back(a);
+        }
+        return out;
+    };
     Sim sim({2, 3});
-    sim.apply(id_of(2), *sim.nodes.at(id_of(2)).propose(plan_of({{2, {0, 24}}}), t0));
-    sim.deliver_all(t0);
-    sim.finish_loads();
-    sim.deliver_all(t0);
-    sim.nodes.emplace(id_of(1), Agreement(id_of(1), AgreementConfig{10s}));
-    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(3)});
-    Agreement& joiner = sim.nodes.at(id_of(1));
-    sim.apply(id_of(1), *joiner.propose(plan_of({{1, {0, 24}}}), t0));
-    sim.deliver_all(t0);
-    ASSERT_EQ(sim.count(id_of(1), Kind::kProposalFailed), 1);
-    const auto& failed = sim.effects[id_of(1)];
-    const auto it = std::find_if(failed.begin(), failed.end(), [](const AgreementAction& a) {
-        return a.kind == Kind::kProposalFailed;
-    });
-    EXPECT_TRUE(it->retry_now) << it->reason;
-    sim.apply(id_of(1), *joiner.propose(plan_of({{1, {0, 24}}}), t0));
-    sim.deliver_all(t0);
-    sim.finish_loads();
-    sim.deliver_all(t0);
+    sim.commit(2, plan_of({{2, {0, 24}}}));
+    sim.join(1, {1, 2, 3});
+    sim.commit(1, plan_of({{1, {0, 24}}}));
+    const auto refused = failures(sim, 1);
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_TRUE(refused[0].retry_now) << refused[0].reason;
+    sim.commit(1, plan_of({{1, {0, 24}}}));
     EXPECT_EQ(sim.nodes.at(id_of(3)).active()->coordinator, id_of(1));
 
     // A failed load is not cured by proposing again at once.
@@ -361,23 +359,17 @@ TEST(Agreement, AStaleRefusalAsksForAnImmediateRetry) {
     other.deliver_all(t0);
     other.finish_loads(false);
     other.deliver_all(t0);
-    ASSERT_EQ(other.count(id_of(1), Kind::kProposalFailed), 1);
-    for (const AgreementAction& a : other.effects[id_of(1)]) {
-        if (a.kind == Kind::kProposalFailed) EXPECT_FALSE(a.retry_now) << a.reason;
-    }
+    const auto failed = failures(other, 1);
+    ASSERT_EQ(failed.size(), 1u);
+    EXPECT_FALSE(failed[0].retry_now) << failed[0].reason;
 }
 
 // A serving epoch heard of is not an epoch seen: the committed plan of that epoch, sent to a
 // joiner that is not the coordinator, is still accepted.
 TEST(Agreement, ServingEpochDoesNotBlockTheCommittedPlan) {
     Sim sim({1, 2});
-    sim.apply(id_of(1), *sim.nodes.at(id_of(1)).propose(plan_of({{1, {0, 24}}}), t0));
-    sim.deliver_all(t0);
-    sim.finish_loads();
-    sim.deliver_all(t0);
-    sim.nodes.emplace(id_of(4), Agreement(id_of(4)));
-    for (auto& [id, a] : sim.nodes) a.on_members({id_of(1), id_of(2), id_of(4)});
-    sim.nodes.at(id_of(4)).observe_serving_epoch(1);
+    sim.commit(1, plan_of({{1, {0, 24}}}));
+    sim.join(4, {1, 2, 4}).observe_serving_epoch(1);
     sim.apply(id_of(1), sim.nodes.at(id_of(1)).on_peer_joined(id_of(4)));
     sim.deliver_all(t0);
     ASSERT_TRUE(sim.nodes.at(id_of(4)).active());

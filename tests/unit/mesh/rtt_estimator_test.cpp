@@ -10,8 +10,6 @@ using us = std::chrono::microseconds;
 TEST(RttEstimator, NothingBeforeTheFirstSample) {
     RttEstimator e;
     EXPECT_FALSE(e.estimate().has_value());
-    EXPECT_FALSE(e.latest().has_value());
-    EXPECT_EQ(e.samples(), 0u);
 }
 
 TEST(RttEstimator, OneLateReplyDoesNotMoveTheEstimate) {
@@ -19,8 +17,6 @@ TEST(RttEstimator, OneLateReplyDoesNotMoveTheEstimate) {
     for (int i = 0; i < 5; ++i) e.add(us(100 + i));
     e.add(us(40'000));  // the peer was busy measuring its speed
     EXPECT_EQ(e.estimate(), us(100));
-    EXPECT_EQ(e.latest(), us(40'000));
-    EXPECT_EQ(e.samples(), 6u);
 }
 
 TEST(RttEstimator, ALinkThatGetsSlowerShowsItOnceTheWindowHasPassed) {
@@ -41,7 +37,6 @@ TEST(RttEstimator, MinimumOfAPartlyFilledWindow) {
     e.add(us(250));
     e.add(us(900));
     EXPECT_EQ(e.estimate(), us(250));
-    EXPECT_EQ(e.latest(), us(900));
 }
 
 TEST(RttEstimator, NegativeSamplesAreIgnored) {
@@ -51,7 +46,6 @@ TEST(RttEstimator, NegativeSamplesAreIgnored) {
     e.add(us(120));
     e.add(us(-1));
     EXPECT_EQ(e.estimate(), us(120));
-    EXPECT_EQ(e.samples(), 1u);
 }
 
 }  // namespace
