@@ -91,21 +91,29 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
     }
     auto it = seqs_.find(seq_id);
     const std::int64_t capacity = it == seqs_.end() ? 0 : it->second.capacity;
-    if (n_positions <= capacity && it != seqs_.end()) return {};
+    const std::int64_t claimed = it == seqs_.end() ? 0 : it->second.claimed;
+    const std::int64_t others = positions_claimed() - claimed;
+    const std::int64_t budget = budget_positions();
+    if (budget >= 0 && others + n_positions > budget) {
+        return make_error(errc::out_of_range,
+                          "KV cache budget of " + std::to_string(limits_.max_bytes) + " bytes (" +
+                              std::to_string(budget) + " positions) exceeded: sequence " +
+                              std::to_string(seq_id) + " needs " + std::to_string(n_positions) +
+                              " positions, other sequences hold " + std::to_string(others));
+    }
+    if (n_positions <= capacity && it != seqs_.end()) {
+        it->second.claimed = std::max(claimed, n_positions);
+        return {};
+    }
     std::int64_t new_capacity = std::max<std::int64_t>(capacity, kInitialPositions);
     while (new_capacity < n_positions) new_capacity *= 2;
     new_capacity = std::min(new_capacity, limits_.max_positions);
-    const std::uint64_t extra =
-        static_cast<std::uint64_t>(new_capacity - capacity) * bytes_per_position();
-    if (limits_.max_bytes != 0 && bytes_reserved() + extra > limits_.max_bytes) {
-        return make_error(errc::out_of_range,
-                          "KV cache budget of " + std::to_string(limits_.max_bytes) +
-                              " bytes exceeded: sequence " + std::to_string(seq_id) + " needs " +
-                              std::to_string(n_positions) + " positions (" +
-                              std::to_string(bytes_reserved()) + " bytes already reserved)");
-    }
+    // Near the budget, grow only into the room the other sequences leave: a doubling past it
+    // would hold memory the budget does not have.
+    if (budget >= 0) new_capacity = std::max(n_positions, std::min(new_capacity, budget - others));
     Sequence grown;
     grown.capacity = new_capacity;
+    grown.claimed = std::max(claimed, n_positions);
     const std::size_t bytes = static_cast<std::size_t>(new_capacity) * bytes_per_position();
     grown.buffer = backend_.alloc(std::max<std::size_t>(bytes, sizeof(float)));
     if (it != seqs_.end()) {
@@ -118,9 +126,28 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
     return {};
 }
 
+std::int64_t KvCache::positions_claimed() const {
+    std::int64_t n = 0;
+    for (const auto& [id, s] : seqs_) n += s.claimed;
+    return n;
+}
+
+std::int64_t KvCache::budget_positions() const {
+    if (limits_.max_bytes == 0 || bytes_per_position() == 0) return -1;
+    return static_cast<std::int64_t>(limits_.max_bytes / bytes_per_position());
+}
+
+bool KvCache::fits_budget_alone(std::int64_t n_positions) const {
+    return limits_.max_bytes == 0 ||
+           static_cast<std::uint64_t>(std::max<std::int64_t>(n_positions, 0)) *
+                   bytes_per_position() <=
+               limits_.max_bytes;
+}
+
 void KvCache::set_length(std::uint64_t seq_id, std::int64_t n) {
     Sequence& s = seqs_.at(seq_id);
     s.length = std::min(n, s.capacity);
+    s.claimed = std::max(s.claimed, s.length);
 }
 
 Result<void> KvCache::truncate(std::uint64_t seq_id, std::int64_t n) {
@@ -131,7 +158,7 @@ Result<void> KvCache::truncate(std::uint64_t seq_id, std::int64_t n) {
                                                   " to " + std::to_string(n) +
                                                   " positions: it has " + std::to_string(len));
     }
-    if (it != seqs_.end()) it->second.length = n;
+    if (it != seqs_.end()) it->second.length = it->second.claimed = n;
     return {};
 }
 
@@ -147,7 +174,7 @@ Result<void> KvCache::copy_prefix(std::uint64_t src, std::uint64_t dst, std::int
     if (auto r = reserve(dst, std::max<std::int64_t>(n, 1)); !r) return r;
     Sequence& to = seqs_.at(dst);
     copy_positions(seqs_.at(src), to, n);
-    to.length = n;
+    to.length = to.claimed = n;
     return {};
 }
 
@@ -161,7 +188,7 @@ Result<void> KvCache::rename(std::uint64_t src, std::uint64_t dst, std::int64_t 
     if (src == dst) return truncate(dst, n);
     auto node = seqs_.extract(it);
     node.key() = dst;
-    node.mapped().length = n;
+    node.mapped().length = node.mapped().claimed = n;
     seqs_.erase(dst);
     seqs_.insert(std::move(node));
     return {};

@@ -18,7 +18,7 @@ namespace brigade::model {
 
 struct KvCacheLimits {
     std::int64_t max_positions = 4096;  // per sequence
-    std::uint64_t max_bytes = 0;        // reserved bytes over all sequences; 0 = no limit
+    std::uint64_t max_bytes = 0;        // bytes of claimed positions, all sequences; 0 = none
 };
 
 class KvCache {
@@ -30,9 +30,15 @@ public:
     bool contains(std::uint64_t seq_id) const { return seqs_.count(seq_id) != 0; }
     std::size_t n_sequences() const { return seqs_.size(); }
 
-    // Makes room for `n_positions` positions of `seq_id` (creating the sequence if needed).
-    // Errors when past the context limit or the byte budget; nothing changes then.
+    // Makes room for `n_positions` positions of `seq_id` (creating the sequence if needed) and
+    // claims them. The byte budget bounds the positions claimed over all sequences (the valid
+    // ones, plus what a step about to run asked for); capacity grows by doubling, but never
+    // into room that other sequences' claims leave short. Errors when past the context limit or
+    // the budget; nothing changes then.
     Result<void> reserve(std::uint64_t seq_id, std::int64_t n_positions);
+    // Whether `n_positions` positions of one sequence fit the byte budget with no other
+    // sequence held: when not, no amount of waiting lets that sequence run.
+    bool fits_budget_alone(std::int64_t n_positions) const;
     // Marks positions [0, n) as valid after the forward pass wrote them. n <= capacity.
     void set_length(std::uint64_t seq_id, std::int64_t n);
 
@@ -57,18 +63,24 @@ public:
     // Drops a sequence and frees its memory.
     void release(std::uint64_t seq_id);
 
+    // Positions claimed over all sequences, and what the byte budget holds (-1: no budget).
+    std::int64_t positions_claimed() const;
+    std::int64_t budget_positions() const;
     // K and V bytes of one position over the local layers.
     std::uint64_t bytes_per_position() const;
     // Bytes holding valid positions, and bytes allocated, over all sequences.
     std::uint64_t bytes_used() const;
     std::uint64_t bytes_reserved() const;
     const KvCacheLimits& limits() const { return limits_; }
+    // Sets the byte budget (0 = none) for reservations from now on; what is reserved stays.
+    void set_max_bytes(std::uint64_t max_bytes) { limits_.max_bytes = max_bytes; }
 
 private:
     struct Sequence {
         DeviceBuffer buffer;
         std::int64_t capacity = 0;
         std::int64_t length = 0;
+        std::int64_t claimed = 0;  // positions counted against the budget (>= length)
     };
     float* block(Sequence& s, int local_layer, int which);
     // Copies the first n positions of every layer of `from` into `to` (capacities may differ).

@@ -82,13 +82,43 @@ TEST(KvCache, LimitsGiveClearErrors) {
 
     const std::uint64_t per_pos = 2 * 8 * 4;
     KvCache budget(*backend, 1, 8, {100000, 300 * per_pos});
-    ASSERT_TRUE(budget.reserve(1, 200));  // 256 positions reserved
-    auto over = budget.reserve(2, 10);
+    ASSERT_TRUE(budget.reserve(1, 200));  // 200 positions claimed
+    auto over = budget.reserve(2, 101);   // 200 + 101 > 300
     ASSERT_FALSE(over);
     EXPECT_NE(over.error().message.find("budget"), std::string::npos);
     EXPECT_FALSE(budget.contains(2));
+    EXPECT_TRUE(budget.fits_budget_alone(300));
+    EXPECT_FALSE(budget.fits_budget_alone(301));
     budget.release(1);
     EXPECT_TRUE(budget.reserve(2, 10));
+}
+
+// The budget counts the positions sequences claim, not their allocations: near it a sequence
+// grows only into the room the others leave, and a truncated sequence gives its room back.
+TEST(KvCache, BudgetCountsClaimedPositionsAndGrowthStaysWithinIt) {
+    auto backend = make_backend(BackendKind::kReference).value();
+    const std::uint64_t per_pos = 2 * 8 * 4;
+    KvCache kv(*backend, 1, 8, {100000, 300 * per_pos});
+    EXPECT_EQ(kv.budget_positions(), 300);
+    ASSERT_TRUE(kv.reserve(1, 200));  // a first allocation of 256, 200 claimed
+    ASSERT_TRUE(kv.reserve(2, 10));   // 256 would pass the room sequence 1 leaves: 100
+    EXPECT_EQ(kv.positions_claimed(), 210);
+    EXPECT_EQ(kv.bytes_reserved(), (256 + 100) * per_pos);
+    fill(kv, 2, 1, 8, 0, 10);
+    ASSERT_TRUE(kv.reserve(1, 280));  // doubling to 512 capped at 300 - 10
+    EXPECT_EQ(kv.bytes_reserved(), (290 + 100) * per_pos);
+    fill(kv, 1, 1, 8, 0, 280);
+    EXPECT_FALSE(kv.reserve(2, 21));  // 280 + 21 > 300
+    EXPECT_EQ(kv.positions_claimed(), 290);
+    ASSERT_TRUE(kv.truncate(1, 100));  // gives 180 positions back
+    ASSERT_TRUE(kv.reserve(2, 21));
+    EXPECT_EQ(kv.positions_claimed(), 121);
+    // The data survived every growth.
+    EXPECT_EQ(kv.keys(1, 0)[99 * 8], 1099.0f);
+    EXPECT_EQ(kv.values(2, 0)[9 * 8], -2009.0f);
+    kv.set_max_bytes(0);  // no budget: any claim
+    EXPECT_EQ(kv.budget_positions(), -1);
+    ASSERT_TRUE(kv.reserve(3, 1000));
 }
 
 }  // namespace
