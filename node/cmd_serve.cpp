@@ -258,6 +258,7 @@ int serve_command(const ServeArgs& args) {
     stage_options.n_threads = args.model.n_threads;
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;
+    stage_options.memory_bytes = memory_bytes;
 
     PipelineHeadOptions head;
     head.max_active = args.max_concurrency;
@@ -490,7 +491,8 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
                     "Write the bound mesh port to this file")
         ->group(mesh_group);
     sub->add_option("--memory", args->memory,
-                    "Memory offered for weights and KV, e.g. 6MB, 24GB (default: 80% of RAM)")
+                    "Memory offered for weights and KV, e.g. 6MB, 24GB (default: 80% of RAM); "
+                    "the KV cache gets what the weights leave")
         ->group(mesh_group);
     sub->add_option("--activations", args->activations,
                     "Hidden states between stages: bf16 (default) or f32 (exact)")

@@ -9,6 +9,7 @@ model::Result<double> measure_layer_seconds(const ModelFrontend& model,
                                             int n_steps) {
     StageLoadOptions one = options;
     one.show_progress = false;
+    one.memory_bytes = 0;  // a probe of a few positions, whatever the node offers for KV
     auto loaded = load_stage_resources(model, {0, 1}, one, logger);
     if (!loaded) return loaded.error();
     model::Stage& stage = *(*loaded)->stage;

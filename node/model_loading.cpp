@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "mesh/planner.hpp"
 #include "model/model_config.hpp"
 #include "node/model_ref.hpp"
 
@@ -157,6 +158,12 @@ model::Result<ModelFrontend> load_model_frontend(const ServeModelOptions& option
     return m;
 }
 
+std::uint64_t kv_budget_bytes(std::uint64_t memory_bytes, std::uint64_t weight_bytes) {
+    if (memory_bytes == 0) return 0;  // no limit
+    // At least one byte: a budget of 0 would read as "no limit".
+    return memory_bytes > weight_bytes ? memory_bytes - weight_bytes : 1;
+}
+
 model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelFrontend& model,
                                                                     model::LayerRange range,
                                                                     const StageLoadOptions& options,
@@ -184,9 +191,25 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     }
     model::StageOptions stage_options;
     stage_options.max_context = model.context;
-    stage_options.max_kv_bytes = options.max_kv_bytes;
     auto stage = model::Stage::load(model.dir, range, *resources->backend, stage_options);
     if (!stage) return stage.error();
+    if (options.memory_bytes != 0) {
+        const std::uint64_t weights = (*stage)->weights().n_bytes;
+        const std::uint64_t budget = kv_budget_bytes(options.memory_bytes, weights);
+        (*stage)->kv_cache().set_max_bytes(budget);
+        const std::uint64_t per_position = (*stage)->kv_cache().bytes_per_position();
+        const std::uint64_t positions = per_position == 0 ? 0 : budget / per_position;
+        if (positions < static_cast<std::uint64_t>(model.context)) {
+            logger.warn(
+                "layers [{}, {}): {} of weights leave {} for KV, {} positions in all "
+                "(less than one full context of {})",
+                range.first, range.last, mesh::format_size(weights), mesh::format_size(budget),
+                positions, model.context);
+        } else {
+            logger.debug("layers [{}, {}): {} of KV budget, {} positions", range.first, range.last,
+                         mesh::format_size(budget), positions);
+        }
+    }
     resources->stage = std::move(*stage);
     return resources;
 }

@@ -33,9 +33,17 @@ struct StageLoadOptions {
     int n_threads = 0;               // 0 = all cores
     bool int8_activations = false;   // BackendOptions::cpu_int8_activations
     bool int16_activations = false;  // BackendOptions::cpu_int16_activations
-    std::uint64_t max_kv_bytes = 0;  // 0 = no limit
-    bool show_progress = true;       // read the range's weight files first, with a bar on a tty
+    // Memory offered for the stage's weights and KV (serve --memory): the KV cache may take
+    // what the weights leave, so a flood of long requests gets errors instead of exhausting
+    // the machine. 0 = no limit.
+    std::uint64_t memory_bytes = 0;
+    bool show_progress = true;  // read the range's weight files first, with a bar on a tty
 };
+
+// The KV cache budget of a stage offered `memory_bytes` for weights and KV whose weights take
+// `weight_bytes`: what is left, at least 1 byte (no KV fits then); 0 (no limit) when nothing
+// was offered.
+std::uint64_t kv_budget_bytes(std::uint64_t memory_bytes, std::uint64_t weight_bytes);
 
 // The weight files a stage of `range` reads: with a shard index, only the shards holding the
 // range's layers (plus embedding / norm / lm_head for the head and the tail); else every

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "node/activations.hpp"
+#include "node/kv_admission.hpp"
 #include "node/prefix_cache.hpp"
 
 namespace brigade::node {
@@ -124,6 +125,8 @@ struct PipelineHead::Impl {
     void on_error(const StageError& e);
     void deliver(std::list<HeadSequence>::iterator it, mesh::SampledTokenInfo token);
     void fail(std::list<HeadSequence>::iterator it, api::ErrorKind kind, const std::string& why);
+    // Reserves KV for every entry of `batch`; the entries that do not fit fail and leave it.
+    void reserve_batch_kv();
     void retire(std::list<HeadSequence>::iterator it, bool keep_kv);
     void send_prefix_op(mesh::KvPrefixOp op, std::uint64_t request_id, std::uint64_t kv_id,
                         std::int64_t n_tokens);
@@ -434,6 +437,7 @@ void PipelineHead::Impl::step() {
         owners.push_back(it);
     }
     batch.resize(n_batch);
+    reserve_batch_kv();
     if (batch.empty()) return;
 
     const auto t0 = Clock::now();
@@ -456,6 +460,32 @@ void PipelineHead::Impl::step() {
         send_downstream(step_out);
     }
     update_mirrors(std::chrono::duration<double, std::micro>(Clock::now() - t0).count(), rows);
+}
+
+void PipelineHead::Impl::reserve_batch_kv() {
+    auto& kv = resources->stage->kv_cache();
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const auto& e = batch[i];
+        const std::int64_t n_positions = static_cast<std::int64_t>(e.pos0) + e.n_tokens;
+        auto refusal = reserve_kv(kv, e.seq_id, n_positions);
+        // Cached prefixes of finished requests give their room to running ones.
+        while (refusal && prefix_cache && prefix_cache->evict_oldest()) {
+            refusal = reserve_kv(kv, e.seq_id, n_positions);
+        }
+        if (refusal) {
+            fail(owners[i], refusal->kind,
+                 "request " + label(*owners[i]) + ": " + refusal->message);
+            continue;
+        }
+        if (kept != i) {
+            std::swap(batch[kept], batch[i]);  // keeps both entries' token storage
+            owners[kept] = owners[i];
+        }
+        ++kept;
+    }
+    batch.resize(kept);
+    owners.resize(kept);
 }
 
 void PipelineHead::Impl::sample_locally(const model::StageOutput& out) {

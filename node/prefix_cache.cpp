@@ -67,6 +67,12 @@ void PrefixCache::erase(std::uint64_t seq_id) {
     entries_.erase(it);
 }
 
+bool PrefixCache::evict_oldest() {
+    if (entries_.empty()) return false;
+    evict_to(bytes_ - entries_.back().bytes);
+    return true;
+}
+
 void PrefixCache::clear() { evict_to(0); }
 
 void PrefixCache::release(std::uint64_t seq_id) {

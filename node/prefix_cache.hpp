@@ -44,6 +44,9 @@ public:
 
     // Frees entry `seq_id` (nothing when there is none).
     void erase(std::uint64_t seq_id);
+    // Frees the least recently used entry (running requests need its KV room); false when
+    // there is none.
+    bool evict_oldest();
     void clear();
     std::size_t n_entries() const { return entries_.size(); }
     std::uint64_t bytes() const { return bytes_; }

@@ -201,6 +201,8 @@ public:
     PipelineHead& head() { return *nodes_[0]->head; }
     PipelineHead* head_ptr() { return nodes_[0]->head.get(); }
     StageWorker& worker(std::size_t i) { return *nodes_[i]->worker; }
+    // The KV cache of stage i (set budgets before submitting requests).
+    model::KvCache& kv(std::size_t i) { return nodes_[i]->resources->stage->kv_cache(); }
     MeshCompletionService& service(std::size_t i) { return *nodes_[i]->service; }
     std::size_t n_stages() const { return route_.stages.size(); }
     const PipelineRoute& route() const { return route_; }

@@ -1,0 +1,144 @@
+// A stage's KV budget (serve --memory less the weights) at work in the in-process pipeline: a
+// request that runs out of KV room fails alone with a 400 or 429 naming the KV memory, the
+// requests beside it finish unchanged, cached prefixes give their room to running requests,
+// and a budget on a stage behind the head is reported the same way.
+#include <gtest/gtest.h>
+
+#include "node/kv_admission.hpp"
+#include "node/model_loading.hpp"
+#include "tests/unit/node/pipeline_harness.hpp"
+
+namespace brigade::node {
+namespace {
+
+using namespace testing;
+using mesh::ActivationDType;
+
+// A greedy HeadRequest for `text` that never stops before `n` new tokens.
+HeadRequest long_request(std::uint64_t id, const std::string& text, int n) {
+    const auto& model = demo_frontend();
+    HeadRequest r;
+    r.request_id = id;
+    r.tokens = model.tokenizer.encode(text, true).value();
+    r.setup.n_prompt = static_cast<std::int64_t>(r.tokens.size());
+    r.setup.max_new_tokens = n;
+    r.setup.context = model.context;
+    for (auto stop : model.stop_ids) r.setup.logit_bias.push_back({stop, -100.0f});
+    r.log_id = "req-" + std::to_string(id);
+    return r;
+}
+
+std::shared_ptr<RecordingEvents> submit(TestMesh& mesh, const HeadRequest& r) {
+    auto events = std::make_shared<RecordingEvents>();
+    EXPECT_EQ(mesh.head().submit(r, events), PipelineHead::Submitted::queued);
+    return events;
+}
+
+std::uint64_t positions_bytes(TestMesh& mesh, std::size_t node, std::int64_t positions) {
+    return mesh.kv(node).bytes_per_position() * static_cast<std::uint64_t>(positions);
+}
+
+TEST(KvBudget, BudgetIsWhatTheWeightsLeaveOfTheOfferedMemory) {
+    EXPECT_EQ(kv_budget_bytes(0, 1000), 0u);  // nothing offered: no limit
+    EXPECT_EQ(kv_budget_bytes(5000, 1000), 4000u);
+    EXPECT_EQ(kv_budget_bytes(1000, 1000), 1u);  // no room, not "no limit"
+    EXPECT_EQ(kv_budget_bytes(10, 1000), 1u);
+
+    // load_stage_resources applies it.
+    StageLoadOptions options;
+    options.backend = "cpu";
+    options.n_threads = 1;
+    options.show_progress = false;
+    options.memory_bytes = std::uint64_t{64} << 20;
+    auto loaded = load_stage_resources(demo_frontend(), {0, 4}, options, *quiet_logger());
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    const auto weights = (*loaded)->stage->weights().n_bytes;
+    EXPECT_GT(weights, 0u);
+    EXPECT_EQ((*loaded)->stage->kv_cache().limits().max_bytes, options.memory_bytes - weights);
+}
+
+TEST(KvBudget, RefusalSaysWhetherWaitingHelps) {
+    auto backend = model::make_backend(model::BackendKind::kReference).value();
+    const std::uint64_t per_position = 2 * 8 * 4;
+    model::KvCache kv(*backend, 1, 8, {1000, 300 * per_position});
+    EXPECT_FALSE(reserve_kv(kv, 1, 200));
+    auto busy = reserve_kv(kv, 2, 101);  // fits alone, not beside sequence 1
+    ASSERT_TRUE(busy);
+    EXPECT_EQ(busy->kind, api::ErrorKind::overloaded);
+    EXPECT_NE(busy->message.find("KV"), std::string::npos) << busy->message;
+    auto never = reserve_kv(kv, 3, 301);  // past the budget on its own
+    ASSERT_TRUE(never);
+    EXPECT_EQ(never->kind, api::ErrorKind::context_length_exceeded);
+    EXPECT_FALSE(kv.contains(2));
+    EXPECT_FALSE(kv.contains(3));
+}
+
+// Two requests on one stage whose budget holds 300 positions: the first takes a 256-position
+// allocation and stays within it; the second runs past what is left and fails alone.
+TEST(KvBudget, RequestPastTheBudgetFailsAloneAndTheOtherIsUnchanged) {
+    const auto& model = demo_frontend();
+    std::vector<std::int32_t> alone;
+    {
+        TestMesh one(model, {{0, 4}}, ActivationDType::kF32);
+        auto e = submit(one, long_request(1, "Tell me about the sea.", 120));
+        ASSERT_TRUE(e->wait());
+        ASSERT_FALSE(e->failed) << e->error;
+        alone = e->ids();
+    }
+    PipelineHeadOptions options;
+    options.max_active = 2;
+    TestMesh mesh(model, {{0, 4}}, ActivationDType::kF32, options);
+    mesh.kv(0).set_max_bytes(positions_bytes(mesh, 0, 300));
+    auto first = submit(mesh, long_request(1, "Tell me about the sea.", 120));
+    auto second = submit(mesh, long_request(2, "Once upon a time there was a king.", 400));
+    ASSERT_TRUE(first->wait());
+    ASSERT_TRUE(second->wait());
+    EXPECT_FALSE(first->failed) << first->error;
+    EXPECT_EQ(first->ids(), alone);
+    ASSERT_TRUE(second->failed);
+    EXPECT_TRUE(*second->failed == api::ErrorKind::overloaded ||
+                *second->failed == api::ErrorKind::context_length_exceeded);
+    EXPECT_NE(second->error.find("KV"), std::string::npos) << second->error;
+    EXPECT_NE(second->error.find("req-2"), std::string::npos) << second->error;
+    EXPECT_LT(second->ids().size(), 400u);
+}
+
+// A finished request's KV stays as a cached prefix (~210 positions); a later request that
+// needs the room (~160 more, past the budget of 300) gets it.
+TEST(KvBudget, CachedPrefixesGiveTheirRoomToRunningRequests) {
+    const auto& model = demo_frontend();
+    TestMesh mesh(model, {{0, 4}}, ActivationDType::kF32);
+    mesh.kv(0).set_max_bytes(positions_bytes(mesh, 0, 300));
+    auto first = submit(mesh, long_request(1, "Tell me about the sea.", 200));
+    ASSERT_TRUE(first->wait());
+    ASSERT_FALSE(first->failed) << first->error;
+    ASSERT_TRUE(mesh.wait_until([&] { return mesh.head().n_kv_sequences() == 1; }))
+        << "the finished request should be kept as a cached prefix";
+    auto second = submit(mesh, long_request(2, "Once upon a time there was a king.", 150));
+    ASSERT_TRUE(second->wait());
+    EXPECT_FALSE(second->failed) << second->error;
+    EXPECT_EQ(second->ids().size(), 150u);
+}
+
+// The budget of a stage behind the head: the failure travels back with its kind, and the stage
+// keeps serving requests that fit.
+TEST(KvBudget, StageBehindTheHeadRefusesWithTheSameErrors) {
+    const auto& model = demo_frontend();
+    TestMesh mesh(model, {{0, 1}, {1, 3}, {3, 4}}, ActivationDType::kF32);
+    mesh.kv(1).set_max_bytes(positions_bytes(mesh, 1, 100));
+    auto too_long = submit(mesh, long_request(1, "Tell me about the sea.", 150));
+    ASSERT_TRUE(too_long->wait());
+    ASSERT_TRUE(too_long->failed);
+    EXPECT_EQ(*too_long->failed, api::ErrorKind::context_length_exceeded) << too_long->error;
+    EXPECT_NE(too_long->error.find("KV"), std::string::npos) << too_long->error;
+    EXPECT_TRUE(mesh.wait_until([&] { return mesh.total_kv_sequences() == 0; }))
+        << mesh.total_kv_sequences();
+
+    auto fits = submit(mesh, long_request(2, "Tell me about the sea.", 40));
+    ASSERT_TRUE(fits->wait());
+    EXPECT_FALSE(fits->failed) << fits->error;
+    EXPECT_EQ(fits->ids().size(), 40u);
+}
+
+}  // namespace
+}  // namespace brigade::node
