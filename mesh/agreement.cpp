@@ -48,11 +48,11 @@ Agreement::Agreement(NodeId self, AgreementConfig config) : self_(self), config_
 NodeId Agreement::coordinator() const { return alive_.front(); }
 
 void Agreement::observe_epoch(std::uint64_t epoch) {
-    highest_epoch_ = std::max(highest_epoch_, epoch);
+    if (epoch <= kMaxPlanEpoch) highest_epoch_ = std::max(highest_epoch_, epoch);
 }
 
 void Agreement::observe_serving_epoch(std::uint64_t epoch) {
-    serving_epoch_ = std::max(serving_epoch_, epoch);
+    if (epoch <= kMaxPlanEpoch) serving_epoch_ = std::max(serving_epoch_, epoch);
 }
 
 std::vector<AgreementAction> Agreement::on_members(const std::vector<NodeId>& alive) {
@@ -163,6 +163,9 @@ std::vector<AgreementAction> Agreement::on_propose(const NodeId& from, const Pla
     if (p.epoch <= highest_epoch_) {
         return reject(AckStatus::kStale,
                       "epoch " + std::to_string(p.epoch) + " <= " + std::to_string(highest_epoch_));
+    }
+    if (p.epoch > kMaxPlanEpoch) {
+        return reject(AckStatus::kStale, "epoch " + std::to_string(p.epoch) + " is out of range");
     }
     for (const StageAssignment& s : p.stages) {
         if (s.first_layer < 0 || s.last_layer <= s.first_layer) {

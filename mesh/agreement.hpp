@@ -52,6 +52,12 @@ struct AgreementAction {
 
 const char* agreement_action_name(AgreementAction::Kind k);
 
+// Epochs come from authenticated peers, but a buggy one could still send 2^64 - 1, and the next
+// proposal (the highest epoch seen + 1) would wrap to 0 and lose to every plan. No honest mesh
+// gets near 2^62 (a plan a microsecond for 146,000 years), so larger epochs are ignored when
+// observed and refused when proposed.
+inline constexpr std::uint64_t kMaxPlanEpoch = std::uint64_t{1} << 62;
+
 class Agreement {
 public:
     Agreement(NodeId self, AgreementConfig config = {});
@@ -75,7 +81,8 @@ public:
     std::vector<AgreementAction> on_commit(const NodeId& from, const PlanCommit& c);
     std::vector<AgreementAction> on_abort(const NodeId& from, const PlanAbort& a);
     std::vector<AgreementAction> tick(Clock::time_point now);
-    // An epoch seen elsewhere (e.g. in a peer's ack): proposals must go above it.
+    // An epoch seen elsewhere (e.g. in a peer's ack): proposals must go above it. Epochs past
+    // kMaxPlanEpoch are ignored here and refused in proposals (see there).
     void observe_epoch(std::uint64_t epoch);
     // The epoch a member reports serving (its capacity report). Our proposals go above it, but
     // unlike observe_epoch it does not count as seen: that plan itself, sent to us as the

@@ -189,6 +189,36 @@ TEST(Agreement, StaleEpochsAreRejected) {
     EXPECT_FALSE(node.active());
 }
 
+// A buggy peer's epoch of 2^64 - 1 (in an ack, a capacity report or a proposal) is neither
+// adopted nor accepted, so the next proposal does not wrap to 0 and commits.
+TEST(Agreement, EpochsPastTheRangeAreIgnoredAndRefused) {
+    Sim sim({1, 2});
+    sim.commit(1, plan_of({{1, {0, 24}}}));
+    Agreement& coordinator = sim.nodes.at(id_of(1));
+    const std::uint64_t wild = ~std::uint64_t{0};
+    coordinator.observe_epoch(wild);
+    coordinator.observe_serving_epoch(wild);
+    EXPECT_TRUE(
+        coordinator.on_ack(id_of(2), PlanAck{7, id_of(2), AckStatus::kStale, wild, ""}).empty());
+    EXPECT_EQ(coordinator.highest_epoch(), 1u);
+    sim.commit(1, plan_of({{2, {0, 24}}}));
+    for (std::uint8_t n : {1, 2}) {
+        ASSERT_TRUE(sim.nodes.at(id_of(n)).active()) << int(n);
+        EXPECT_EQ(sim.nodes.at(id_of(n)).active()->epoch, 2u) << int(n);
+    }
+
+    Agreement& member = sim.nodes.at(id_of(2));
+    PlanPropose p = plan_of({{2, {0, 24}}});
+    p.coordinator = id_of(1);
+    p.epoch = wild;
+    auto refused = member.on_propose(id_of(1), p, t0);
+    ASSERT_EQ(refused.size(), 1u);
+    ASSERT_EQ(refused[0].kind, Kind::kSend);
+    EXPECT_EQ(std::get<PlanAck>(refused[0].message).status, AckStatus::kStale);
+    EXPECT_EQ(member.highest_epoch(), 2u);
+    EXPECT_FALSE(member.pending());
+}
+
 TEST(Agreement, OnlyTheCoordinatorMayPropose) {
     Agreement node(id_of(3));
     node.on_members({id_of(1), id_of(2), id_of(3)});
