@@ -34,6 +34,9 @@ struct HeadSequence {
     std::optional<TokenSampler> sampler;        // one stage: sampled here
     bool in_flight = false;                     // waiting for the tail's token
     bool setup_sent = false;
+    // A new sequence whose first rows found the KV memory held by running ones waits for one of
+    // them to end: the count of ended sequences when it was put off.
+    std::optional<std::uint64_t> kv_wait_since;
     Clock::time_point in_flight_since;
 
     bool prefilling() const { return n_computed < n_input; }
@@ -113,10 +116,14 @@ struct PipelineHead::Impl {
     std::vector<model::SequenceBatchEntry> batch;  // reused across steps
     model::StageOutput step_out;                   // likewise (the logits are 600 KB a row)
     std::vector<std::list<HeadSequence>::iterator> owners;
+    std::uint64_t n_retired = 0;  // sequences ended so far (a KV wait ends with the next one)
     std::vector<std::uint8_t> payload;
 
     void run();
     bool has_ready_work() const;
+    bool waits_for_kv(const HeadSequence& s) const {
+        return s.kv_wait_since && *s.kv_wait_since == n_retired;
+    }
     void admit(Submission s);
     void step();
     void sample_locally(const model::StageOutput& out);
@@ -125,7 +132,8 @@ struct PipelineHead::Impl {
     void on_error(const StageError& e);
     void deliver(std::list<HeadSequence>::iterator it, mesh::SampledTokenInfo token);
     void fail(std::list<HeadSequence>::iterator it, api::ErrorKind kind, const std::string& why);
-    // Reserves KV for every entry of `batch`; the entries that do not fit fail and leave it.
+    // Reserves KV for every entry of `batch`; the entries that do not fit leave it: a new
+    // sequence to wait for a running one to end, any other fails.
     void reserve_batch_kv();
     void retire(std::list<HeadSequence>::iterator it, bool keep_kv);
     void send_prefix_op(mesh::KvPrefixOp op, std::uint64_t request_id, std::uint64_t kv_id,
@@ -270,7 +278,7 @@ std::size_t PipelineHead::n_kv_sequences() const {
 
 bool PipelineHead::Impl::has_ready_work() const {
     return std::any_of(active.begin(), active.end(),
-                       [](const HeadSequence& s) { return !s.in_flight; });
+                       [&](const HeadSequence& s) { return !s.in_flight && !waits_for_kv(s); });
 }
 
 void PipelineHead::Impl::run() {
@@ -419,7 +427,7 @@ void PipelineHead::Impl::step() {
     std::int64_t prefill_budget = options.prefill_chunk;
     std::size_t n_batch = 0;  // entries are reused, so their token vectors keep their storage
     for (auto it = active.begin(); it != active.end() && n_batch < cap; ++it) {
-        if (it->in_flight) continue;
+        if (it->in_flight || waits_for_kv(*it)) continue;
         std::int64_t n = 1;  // decoding: the token sampled last
         if (it->prefilling()) {
             n = std::min(prefill_budget, it->n_input - it->n_computed);
@@ -473,11 +481,18 @@ void PipelineHead::Impl::reserve_batch_kv() {
         while (refusal && prefix_cache && prefix_cache->evict_oldest()) {
             refusal = reserve_kv(kv, e.seq_id, n_positions);
         }
+        if (refusal && refusal->kind == api::ErrorKind::overloaded && !kv.contains(e.seq_id)) {
+            // It holds no KV yet: rather than a 429, it waits like a queued request until a
+            // running sequence ends and frees room.
+            owners[i]->kv_wait_since = n_retired;
+            continue;
+        }
         if (refusal) {
             fail(owners[i], refusal->kind,
                  "request " + label(*owners[i]) + ": " + refusal->message);
             continue;
         }
+        owners[i]->kv_wait_since.reset();
         if (kept != i) {
             std::swap(batch[kept], batch[i]);  // keeps both entries' token storage
             owners[kept] = owners[i];
@@ -486,6 +501,15 @@ void PipelineHead::Impl::reserve_batch_kv() {
     }
     batch.resize(kept);
     owners.resize(kept);
+    // Only running sequences end and free room; with none left, a wait would never end.
+    const bool running = std::any_of(active.begin(), active.end(), [&](const HeadSequence& s) {
+        return s.in_flight || !waits_for_kv(s);
+    });
+    while (!running && !active.empty()) {
+        fail(active.begin(), api::ErrorKind::overloaded,
+             "request " + label(active.front()) +
+                 ": this node's KV memory is held and nothing running will free it; retry later");
+    }
 }
 
 void PipelineHead::Impl::sample_locally(const model::StageOutput& out) {
@@ -608,6 +632,7 @@ void PipelineHead::Impl::retire(std::list<HeadSequence>::iterator it, bool keep_
     }
     by_id.erase(it->request_id);
     active.erase(it);
+    ++n_retired;
 }
 
 void PipelineHead::Impl::send_prefix_op(mesh::KvPrefixOp op, std::uint64_t request_id,

@@ -1,7 +1,8 @@
 // A stage's KV budget (serve --memory less the weights) at work in the in-process pipeline: a
 // request that runs out of KV room fails alone with a 400 or 429 naming the KV memory, the
-// requests beside it finish unchanged, cached prefixes give their room to running requests,
-// and a budget on a stage behind the head is reported the same way.
+// requests beside it finish unchanged, cached prefixes give their room to running requests, a
+// new request that does not fit yet waits, and a budget on a stage behind the head is reported
+// the same way.
 #include <gtest/gtest.h>
 
 #include "node/kv_admission.hpp"
@@ -118,6 +119,38 @@ TEST(KvBudget, CachedPrefixesGiveTheirRoomToRunningRequests) {
     ASSERT_TRUE(second->wait());
     EXPECT_FALSE(second->failed) << second->error;
     EXPECT_EQ(second->ids().size(), 150u);
+}
+
+// A new request whose prompt does not fit beside a running one waits for it to end (no 429),
+// then runs as it would alone.
+TEST(KvBudget, NewRequestWaitsForRoomInsteadOfFailing) {
+    const auto& model = demo_frontend();
+    std::string text = "Once upon a time there was a king who lived in a big castle by the sea.";
+    text += " " + text + " " + text;
+    std::vector<std::int32_t> alone;
+    {
+        TestMesh one(model, {{0, 4}}, ActivationDType::kF32);
+        auto e = submit(one, long_request(9, text, 40));
+        ASSERT_TRUE(e->wait());
+        ASSERT_FALSE(e->failed) << e->error;
+        alone = e->ids();
+    }
+    const auto prompt = long_request(2, text, 40).tokens.size();
+    ASSERT_GT(prompt, 45u);  // 255 + 46 > 300: it cannot start beside the first one
+
+    PipelineHeadOptions options;
+    options.max_active = 2;
+    TestMesh mesh(model, {{0, 4}}, ActivationDType::kF32, options);
+    mesh.kv(0).set_max_bytes(positions_bytes(mesh, 0, 300));
+    auto first = submit(mesh, long_request(1, "Tell me about the sea.", 290));
+    ASSERT_TRUE(mesh.wait_until([&] { return first->ids().size() >= 250; }));
+    auto second = submit(mesh, long_request(2, text, 40));
+    ASSERT_TRUE(first->wait());
+    ASSERT_TRUE(second->wait());
+    EXPECT_FALSE(first->failed) << first->error;
+    EXPECT_EQ(first->ids().size(), 290u);
+    EXPECT_FALSE(second->failed) << second->error;
+    EXPECT_EQ(second->ids(), alone);
 }
 
 // The budget of a stage behind the head: the failure travels back with its kind, and the stage
