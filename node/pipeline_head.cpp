@@ -100,6 +100,7 @@ struct PipelineHead::Impl {
     Clock::time_point drain_deadline;
     std::size_t n_active_mirror = 0;
     std::size_t n_kv_mirror = 0;
+    std::uint64_t n_preempted_mirror = 0;
     StageTimings timings;
     std::mutex join_mutex;
     std::thread thread;
@@ -116,7 +117,8 @@ struct PipelineHead::Impl {
     std::vector<model::SequenceBatchEntry> batch;  // reused across steps
     model::StageOutput step_out;                   // likewise (the logits are 600 KB a row)
     std::vector<std::list<HeadSequence>::iterator> owners;
-    std::uint64_t n_retired = 0;  // sequences ended so far (a KV wait ends with the next one)
+    std::uint64_t n_retired = 0;    // sequences ended so far (a KV wait ends with the next one)
+    std::uint64_t n_preempted = 0;  // sequences that gave their KV back to wait for room
     std::vector<std::uint8_t> payload;
 
     void run();
@@ -132,8 +134,8 @@ struct PipelineHead::Impl {
     void on_error(const StageError& e);
     void deliver(std::list<HeadSequence>::iterator it, mesh::SampledTokenInfo token);
     void fail(std::list<HeadSequence>::iterator it, api::ErrorKind kind, const std::string& why);
-    // Reserves KV for every entry of `batch`; the entries that do not fit leave it: a new
-    // sequence to wait for a running one to end, any other fails.
+    // Reserves KV for every entry of `batch`; the entries that do not fit leave it: to wait
+    // for a running sequence to end (a new one, or any with one stage), else failed.
     void reserve_batch_kv();
     void retire(std::list<HeadSequence>::iterator it, bool keep_kv);
     void send_prefix_op(mesh::KvPrefixOp op, std::uint64_t request_id, std::uint64_t kv_id,
@@ -272,6 +274,11 @@ std::size_t PipelineHead::n_kv_sequences() const {
     return impl_->n_kv_mirror;
 }
 
+std::uint64_t PipelineHead::n_preempted() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->n_preempted_mirror;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Compute thread
 // ---------------------------------------------------------------------------------------------
@@ -368,6 +375,7 @@ void PipelineHead::Impl::update_mirrors(double step_us, std::size_t rows) {
     std::lock_guard lock(mutex);
     n_active_mirror = active.size();
     n_kv_mirror = n_kv;
+    n_preempted_mirror = n_preempted;
     if (rows > 0) {
         ++timings.steps;
         timings.tokens += rows;
@@ -481,9 +489,18 @@ void PipelineHead::Impl::reserve_batch_kv() {
         while (refusal && prefix_cache && prefix_cache->evict_oldest()) {
             refusal = reserve_kv(kv, e.seq_id, n_positions);
         }
-        if (refusal && refusal->kind == api::ErrorKind::overloaded && !kv.contains(e.seq_id)) {
-            // It holds no KV yet: rather than a 429, it waits like a queued request until a
-            // running sequence ends and frees room.
+        const bool holds_kv = kv.contains(e.seq_id);
+        if (refusal && refusal->kind == api::ErrorKind::overloaded &&
+            (!holds_kv || n_stages == 1)) {
+            // Rather than a 429, it waits until a running sequence ends and frees room. One
+            // that holds KV (one stage: the sampler is here) gives it back first and computes
+            // its tokens again when it resumes, so the others can go on meanwhile.
+            if (holds_kv) {
+                kv.release(e.seq_id);
+                owners[i]->n_computed = 0;
+                owners[i]->n_input = static_cast<std::int64_t>(owners[i]->tokens.size());
+                ++n_preempted;
+            }
             owners[i]->kv_wait_since = n_retired;
             continue;
         }

@@ -153,6 +153,38 @@ TEST(KvBudget, NewRequestWaitsForRoomInsteadOfFailing) {
     EXPECT_EQ(second->ids(), alone);
 }
 
+// Two requests that together outgrow the budget on one stage: the one that runs out of room
+// gives its KV back, waits for the other to end, computes its tokens again and finishes with
+// the text it would have had alone.
+TEST(KvBudget, OneStageSequencePausesInsteadOfFailingWhenBothOutgrowTheBudget) {
+    const auto& model = demo_frontend();
+    std::vector<std::vector<std::int32_t>> alone;
+    const std::vector<std::string> texts = {"Tell me about the sea.", "Where do birds live?"};
+    {
+        TestMesh one(model, {{0, 4}}, ActivationDType::kF32);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            auto e = submit(one, long_request(10 + i, texts[i], 200));
+            ASSERT_TRUE(e->wait());
+            ASSERT_FALSE(e->failed) << e->error;
+            alone.push_back(e->ids());
+        }
+    }
+    PipelineHeadOptions options;
+    options.max_active = 2;
+    TestMesh mesh(model, {{0, 4}}, ActivationDType::kF32, options);
+    mesh.kv(0).set_max_bytes(positions_bytes(mesh, 0, 300));
+    std::vector<std::shared_ptr<RecordingEvents>> events;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        events.push_back(submit(mesh, long_request(1 + i, texts[i], 200)));
+    }
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        ASSERT_TRUE(events[i]->wait());
+        EXPECT_FALSE(events[i]->failed) << events[i]->error;
+        EXPECT_EQ(events[i]->ids(), alone[i]) << "request " << i;
+    }
+    EXPECT_GE(mesh.head().n_preempted(), 1u);
+}
+
 // The budget of a stage behind the head: the failure travels back with its kind, and the stage
 // keeps serving requests that fit.
 TEST(KvBudget, StageBehindTheHeadRefusesWithTheSameErrors) {
