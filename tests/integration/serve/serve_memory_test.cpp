@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "tests/integration/serve/serve_process.hpp"
 
@@ -29,6 +30,38 @@ TEST(ServeMemory, RequestPastTheKvMemoryGets400AndTheServerKeepsServing) {
     r = server.post("/v1/completions", fits);
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.json["usage"]["completion_tokens"], 100) << r.body;
+    EXPECT_EQ(server.terminate(), 0) << server.log();
+}
+
+// Two streams that together need more KV than the node has: one pauses while the other
+// finishes, and both end with the text each gives alone.
+TEST(ServeMemory, ConcurrentRequestsPastTheKvMemoryBothFinish) {
+    const auto weights = std::filesystem::file_size(source_dir() / "model/demo/model.safetensors");
+    const auto memory = std::to_string(weights + 300 * 2048);
+    ServeProcess server({"--no-mesh", "--memory", memory, "--temp", "0", "--max-concurrency", "2"});
+    ASSERT_TRUE(server.ready()) << server.log();
+    const std::vector<std::string> prompts = {"Once upon a time", "The little boy"};
+    auto body = [](const std::string& prompt) {
+        return nlohmann::json{
+            {"prompt", prompt}, {"max_tokens", 200}, {"logit_bias", {{"1", -100}}}};
+    };
+    std::vector<std::string> alone;
+    for (const auto& p : prompts) {
+        auto r = server.post("/v1/completions", body(p));
+        ASSERT_EQ(r.status, 200) << r.body;
+        alone.push_back(r.json["choices"][0]["text"]);
+    }
+    std::vector<ServeProcess::Reply> replies(prompts.size());
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        threads.emplace_back(
+            [&, i] { replies[i] = server.post("/v1/completions", body(prompts[i])); });
+    }
+    for (auto& t : threads) t.join();
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        ASSERT_EQ(replies[i].status, 200) << replies[i].body;
+        EXPECT_EQ(replies[i].json["choices"][0]["text"], alone[i]) << i;
+    }
     EXPECT_EQ(server.terminate(), 0) << server.log();
 }
 
