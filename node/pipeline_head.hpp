@@ -13,9 +13,11 @@
 //
 // At most `max_active` sequences hold KV at once; up to `max_queue` more wait; beyond that
 // `submit` refuses (the origin answers 429). Finished or cancelled sequences free their KV here
-// and, with a Cancel frame, on every other stage. In a one-stage plan, finished sequences leave
-// their KV to the prefix cache; with several stages the prefix cache is off (the other stages'
-// KV would have to be kept in step).
+// and, with a Cancel frame, on every other stage. Finished sequences leave their KV to the
+// prefix cache; with several stages the others mirror it (KvPrefix frames). Within the stage's
+// KV budget (serve --memory), cached prefixes give way to running sequences, a new sequence that
+// does not fit waits for a running one to end, and on one stage a sequence that outgrows it
+// gives its KV back and recomputes it when room frees (see reserve_batch_kv).
 
 #include <spdlog/logger.h>
 
