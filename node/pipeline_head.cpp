@@ -496,10 +496,17 @@ void PipelineHead::Impl::reserve_batch_kv() {
             // that holds KV (one stage: the sampler is here) gives it back first and computes
             // its tokens again when it resumes, so the others can go on meanwhile.
             if (holds_kv) {
+                logger->info(
+                    "{}: KV memory full at {} positions: gives them back and waits "
+                    "for a running request to end",
+                    label(*owners[i]), owners[i]->n_computed);
                 kv.release(e.seq_id);
                 owners[i]->n_computed = 0;
                 owners[i]->n_input = static_cast<std::int64_t>(owners[i]->tokens.size());
                 ++n_preempted;
+            } else if (!owners[i]->kv_wait_since) {
+                logger->debug("{}: waits for KV memory ({} positions)", label(*owners[i]),
+                              n_positions);
             }
             owners[i]->kv_wait_since = n_retired;
             continue;
