@@ -492,7 +492,7 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
         ->group(mesh_group);
     sub->add_option("--memory", args->memory,
                     "Memory offered for weights and KV, e.g. 6MB, 24GB (default: 80% of RAM); "
-                    "the KV cache gets what the weights leave")
+                    "serving the whole model, the KV cache gets what the weights leave")
         ->group(mesh_group);
     sub->add_option("--activations", args->activations,
                     "Hidden states between stages: bf16 (default) or f32 (exact)")

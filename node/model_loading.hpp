@@ -34,8 +34,8 @@ struct StageLoadOptions {
     bool int8_activations = false;   // BackendOptions::cpu_int8_activations
     bool int16_activations = false;  // BackendOptions::cpu_int16_activations
     // Memory offered for the stage's weights and KV (serve --memory): the KV cache may take
-    // what the weights leave, so a flood of long requests gets errors instead of exhausting
-    // the machine. 0 = no limit.
+    // what the weights leave, so long requests wait or fail instead of exhausting the machine.
+    // 0 = no limit (stages of a split, see ModelPipelineHost::load_stage).
     std::uint64_t memory_bytes = 0;
     bool show_progress = true;  // read the range's weight files first, with a bar on a tty
 };
