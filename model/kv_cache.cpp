@@ -92,7 +92,7 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
     auto it = seqs_.find(seq_id);
     const std::int64_t capacity = it == seqs_.end() ? 0 : it->second.capacity;
     const std::int64_t claimed = it == seqs_.end() ? 0 : it->second.claimed;
-    const std::int64_t others = positions_claimed() - claimed;
+    const std::int64_t others = claimed_total_ - claimed;
     const std::int64_t budget = budget_positions();
     if (budget >= 0 && others + n_positions > budget) {
         return make_error(errc::out_of_range,
@@ -102,7 +102,7 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
                               " positions, other sequences hold " + std::to_string(others));
     }
     if (n_positions <= capacity && it != seqs_.end()) {
-        it->second.claimed = std::max(claimed, n_positions);
+        set_claimed(it->second, std::max(claimed, n_positions));
         return {};
     }
     std::int64_t new_capacity = std::max<std::int64_t>(capacity, kInitialPositions);
@@ -113,7 +113,7 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
     if (budget >= 0) new_capacity = std::max(n_positions, std::min(new_capacity, budget - others));
     Sequence grown;
     grown.capacity = new_capacity;
-    grown.claimed = std::max(claimed, n_positions);
+    grown.claimed = claimed;  // set_claimed below counts the growth
     const std::size_t bytes = static_cast<std::size_t>(new_capacity) * bytes_per_position();
     grown.buffer = backend_.alloc(std::max<std::size_t>(bytes, sizeof(float)));
     if (it != seqs_.end()) {
@@ -121,15 +121,15 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
         copy_positions(it->second, grown, grown.length);
         it->second = std::move(grown);
     } else {
-        seqs_.emplace(seq_id, std::move(grown));
+        it = seqs_.emplace(seq_id, std::move(grown)).first;
     }
+    set_claimed(it->second, std::max(claimed, n_positions));
     return {};
 }
 
-std::int64_t KvCache::positions_claimed() const {
-    std::int64_t n = 0;
-    for (const auto& [id, s] : seqs_) n += s.claimed;
-    return n;
+void KvCache::set_claimed(Sequence& s, std::int64_t n) {
+    claimed_total_ += n - s.claimed;
+    s.claimed = n;
 }
 
 std::int64_t KvCache::budget_positions() const {
@@ -138,16 +138,14 @@ std::int64_t KvCache::budget_positions() const {
 }
 
 bool KvCache::fits_budget_alone(std::int64_t n_positions) const {
-    return limits_.max_bytes == 0 ||
-           static_cast<std::uint64_t>(std::max<std::int64_t>(n_positions, 0)) *
-                   bytes_per_position() <=
-               limits_.max_bytes;
+    const std::int64_t budget = budget_positions();
+    return budget < 0 || n_positions <= budget;
 }
 
 void KvCache::set_length(std::uint64_t seq_id, std::int64_t n) {
     Sequence& s = seqs_.at(seq_id);
     s.length = std::min(n, s.capacity);
-    s.claimed = std::max(s.claimed, s.length);
+    set_claimed(s, std::max(s.claimed, s.length));
 }
 
 Result<void> KvCache::truncate(std::uint64_t seq_id, std::int64_t n) {
@@ -158,7 +156,10 @@ Result<void> KvCache::truncate(std::uint64_t seq_id, std::int64_t n) {
                                                   " to " + std::to_string(n) +
                                                   " positions: it has " + std::to_string(len));
     }
-    if (it != seqs_.end()) it->second.length = it->second.claimed = n;
+    if (it != seqs_.end()) {
+        it->second.length = n;
+        set_claimed(it->second, n);
+    }
     return {};
 }
 
@@ -174,7 +175,8 @@ Result<void> KvCache::copy_prefix(std::uint64_t src, std::uint64_t dst, std::int
     if (auto r = reserve(dst, std::max<std::int64_t>(n, 1)); !r) return r;
     Sequence& to = seqs_.at(dst);
     copy_positions(seqs_.at(src), to, n);
-    to.length = to.claimed = n;
+    to.length = n;
+    set_claimed(to, n);
     return {};
 }
 
@@ -186,14 +188,20 @@ Result<void> KvCache::rename(std::uint64_t src, std::uint64_t dst, std::int64_t 
                                                   ": it has " + std::to_string(length(src)));
     }
     if (src == dst) return truncate(dst, n);
+    release(dst);
     auto node = seqs_.extract(it);
     node.key() = dst;
-    node.mapped().length = node.mapped().claimed = n;
-    seqs_.erase(dst);
+    node.mapped().length = n;
+    set_claimed(node.mapped(), n);
     seqs_.insert(std::move(node));
     return {};
 }
 
-void KvCache::release(std::uint64_t seq_id) { seqs_.erase(seq_id); }
+void KvCache::release(std::uint64_t seq_id) {
+    auto it = seqs_.find(seq_id);
+    if (it == seqs_.end()) return;
+    claimed_total_ -= it->second.claimed;
+    seqs_.erase(it);
+}
 
 }  // namespace brigade::model

@@ -64,7 +64,7 @@ public:
     void release(std::uint64_t seq_id);
 
     // Positions claimed over all sequences, and what the byte budget holds (-1: no budget).
-    std::int64_t positions_claimed() const;
+    std::int64_t positions_claimed() const { return claimed_total_; }
     std::int64_t budget_positions() const;
     // K and V bytes of one position over the local layers.
     std::uint64_t bytes_per_position() const;
@@ -83,6 +83,8 @@ private:
         std::int64_t claimed = 0;  // positions counted against the budget (>= length)
     };
     float* block(Sequence& s, int local_layer, int which);
+    // Sets s.claimed, keeping claimed_total_ (kept, not summed: reserve runs every step).
+    void set_claimed(Sequence& s, std::int64_t n);
     // Copies the first n positions of every layer of `from` into `to` (capacities may differ).
     void copy_positions(const Sequence& from, Sequence& to, std::int64_t n);
 
@@ -91,7 +93,8 @@ private:
     int kv_dim_;
     KvCacheLimits limits_;
     std::map<std::uint64_t, Sequence> seqs_;
-    std::vector<float> staging_;  // host bounce buffer of write_rows
+    std::int64_t claimed_total_ = 0;  // Σ claimed over seqs_
+    std::vector<float> staging_;      // host bounce buffer of write_rows
 };
 
 }  // namespace brigade::model

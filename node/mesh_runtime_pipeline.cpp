@@ -9,7 +9,6 @@ model::Result<double> measure_layer_seconds(const ModelFrontend& model,
                                             int n_steps) {
     StageLoadOptions one = options;
     one.show_progress = false;
-    one.memory_bytes = 0;  // a probe of a few positions, whatever the node offers for KV
     auto loaded = load_stage_resources(model, {0, 1}, one, logger);
     if (!loaded) return loaded.error();
     model::Stage& stage = *(*loaded)->stage;
@@ -64,14 +63,7 @@ std::optional<std::string> ModelPipelineHost::load_stage(std::uint64_t epoch,
         std::lock_guard lock(mutex_);
         if (stopped_) return std::string("shutting down");
     }
-    StageLoadOptions load = options_.load;
-    // The KV budget holds only where the whole model runs on this node. In a split, a request
-    // that outgrows a stage's budget while generating could only fail (its sampler is on the
-    // tail, so the head cannot recompute it), and with the planner sizing KV for one stream a
-    // soak with three clients on 2.5 MB nodes failed 21 requests that way: stages of a split
-    // keep growing their KV as before.
-    if (range.first != 0 || range.last != model_.config.n_layers) load.memory_bytes = 0;
-    auto loaded = load_stage_resources(model_, range, load, *logger_);
+    auto loaded = load_stage_resources(model_, range, options_.load, *logger_);
     if (!loaded) return loaded.error().message;
     std::lock_guard lock(loaded_mutex_);
     loaded_[epoch] = std::move(*loaded);

@@ -193,7 +193,12 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     stage_options.max_context = model.context;
     auto stage = model::Stage::load(model.dir, range, *resources->backend, stage_options);
     if (!stage) return stage.error();
-    if (options.memory_bytes != 0) {
+    // The KV budget holds only where this node runs the whole model. In a split, a request that
+    // outgrows a stage's budget while generating could only fail (its sampler is on the tail, so
+    // the head cannot recompute it); with budgets there, a 3-minute soak of 2.5 MB nodes failed
+    // 21 requests mid-stream (bench/RESULTS.md, Elasticity, session 11).
+    const bool whole_model = range.first == 0 && range.last == model.config.n_layers;
+    if (options.memory_bytes != 0 && whole_model) {
         const std::uint64_t weights = (*stage)->weights().n_bytes;
         const std::uint64_t budget = kv_budget_bytes(options.memory_bytes, weights);
         (*stage)->kv_cache().set_max_bytes(budget);

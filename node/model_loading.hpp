@@ -33,9 +33,10 @@ struct StageLoadOptions {
     int n_threads = 0;               // 0 = all cores
     bool int8_activations = false;   // BackendOptions::cpu_int8_activations
     bool int16_activations = false;  // BackendOptions::cpu_int16_activations
-    // Memory offered for the stage's weights and KV (serve --memory): the KV cache may take
-    // what the weights leave, so long requests wait or fail instead of exhausting the machine.
-    // 0 = no limit (stages of a split, see ModelPipelineHost::load_stage).
+    // Memory offered for the stage's weights and KV (serve --memory). A stage of the whole model
+    // bounds its KV cache by what the weights leave, so long requests wait or fail instead of
+    // exhausting the machine; a stage of a split does not (load_stage_resources says why).
+    // 0 = no limit.
     std::uint64_t memory_bytes = 0;
     bool show_progress = true;  // read the range's weight files first, with a bar on a tty
 };

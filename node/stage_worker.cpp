@@ -11,7 +11,6 @@
 
 #include "node/activations.hpp"
 #include "node/generation.hpp"
-#include "node/kv_admission.hpp"
 
 namespace brigade::node {
 namespace {
@@ -82,7 +81,7 @@ struct StageWorker::Impl {
     void release(std::uint64_t request_id, bool forward);
     void apply(const mesh::KvPrefix& op);
     void fail_entry(const mesh::ActivationFrame& frame, const mesh::ActivationEntry& e,
-                    const std::string& why, api::ErrorKind kind = api::ErrorKind::internal);
+                    const std::string& why);
     std::string check_entry(const mesh::ActivationEntry& e);
     void update_mirrors(double step_us, std::size_t rows);
 };
@@ -281,13 +280,13 @@ void StageWorker::Impl::apply(const mesh::KvPrefix& op) {
 }
 
 void StageWorker::Impl::fail_entry(const mesh::ActivationFrame& frame,
-                                   const mesh::ActivationEntry& e, const std::string& why,
-                                   api::ErrorKind kind) {
+                                   const mesh::ActivationEntry& e, const std::string& why) {
     const std::string message = name + " failed request " + std::to_string(e.request_id) +
                                 " at position " + std::to_string(e.pos0) + ": " + why;
     logger->warn("{} (plan {}, batch {})", message, frame.epoch, frame.batch_id);
     release(e.request_id, /*forward=*/false);  // the head's Cancel follows along the pipeline
-    sender.send(owner.route_.head(), mesh::ErrorFrame{error_code_of(kind), e.request_id, message});
+    sender.send(owner.route_.head(),
+                mesh::ErrorFrame{error_code_of(api::ErrorKind::internal), e.request_id, message});
 }
 
 // Why an entry cannot run on this stage, or "" when it can.
@@ -365,11 +364,6 @@ void StageWorker::Impl::process(mesh::ActivationFrame& frame) {
         const std::size_t rows = e.n_tokens;
         if (auto why = check_entry(e); !why.empty()) {
             fail_entry(frame, e, why);
-            all_kept = false;
-        } else if (auto refusal = reserve_kv(resources->stage->kv_cache(), e.request_id,
-                                             static_cast<std::int64_t>(e.pos0) + e.n_tokens)) {
-            // Past this stage's KV budget: this request fails, the rest of the batch runs.
-            fail_entry(frame, e, refusal->message, refusal->kind);
             all_kept = false;
         } else {
             model::SequenceBatchEntry b;

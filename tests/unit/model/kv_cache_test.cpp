@@ -44,13 +44,17 @@ TEST(KvCache, GrowTruncateCopyPrefixRelease) {
     kv.keys(2, 0)[0] = 7.0f;
     EXPECT_EQ(kv.keys(1, 0)[0], 1000.0f);
 
+    EXPECT_EQ(kv.positions_claimed(), 600 + 6);
     ASSERT_TRUE(kv.truncate(1, 4));
     EXPECT_EQ(kv.length(1), 4);
     EXPECT_FALSE(kv.truncate(1, 5));
     EXPECT_FALSE(kv.copy_prefix(1, 3, 5));
+    EXPECT_EQ(kv.positions_claimed(), 4 + 6);
     kv.release(2);
+    kv.release(2);  // unknown by now: nothing changes
     EXPECT_FALSE(kv.contains(2));
     EXPECT_EQ(kv.n_sequences(), 1u);
+    EXPECT_EQ(kv.positions_claimed(), 4);
 }
 
 TEST(KvCache, RenameKeepsThePrefixWithoutACopy) {
@@ -60,7 +64,9 @@ TEST(KvCache, RenameKeepsThePrefixWithoutACopy) {
     fill(kv, 1, 2, 4, 0, 10);
     const float* keys = kv.keys(1, 1);
     ASSERT_TRUE(kv.reserve(5, 3));  // an older entry under the new id is replaced
+    EXPECT_EQ(kv.positions_claimed(), 10 + 3);
     ASSERT_TRUE(kv.rename(1, 5, 7));
+    EXPECT_EQ(kv.positions_claimed(), 7);
     EXPECT_FALSE(kv.contains(1));
     EXPECT_EQ(kv.length(5), 7);
     EXPECT_EQ(kv.keys(5, 1), keys) << "renamed, not copied";

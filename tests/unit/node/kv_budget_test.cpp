@@ -1,8 +1,8 @@
-// A stage's KV budget (serve --memory less the weights) at work in the in-process pipeline: a
-// request that runs out of KV room fails alone with a 400 or 429 naming the KV memory, the
-// requests beside it finish unchanged, cached prefixes give their room to running requests, a
-// new request that does not fit yet waits, and a budget on a stage behind the head is reported
-// the same way.
+// The KV budget of a node that runs the whole model (serve --memory less the weights) at work
+// in the in-process pipeline: a request that can never fit fails alone with a 400 naming the KV
+// memory and the requests beside it finish unchanged, cached prefixes give their room to
+// running requests, a new request that does not fit yet waits, and a running one that outgrows
+// the room pauses and resumes with the same text.
 #include <gtest/gtest.h>
 
 #include "node/kv_admission.hpp"
@@ -56,6 +56,13 @@ TEST(KvBudget, BudgetIsWhatTheWeightsLeaveOfTheOfferedMemory) {
     const auto weights = (*loaded)->stage->weights().n_bytes;
     EXPECT_GT(weights, 0u);
     EXPECT_EQ((*loaded)->stage->kv_cache().limits().max_bytes, options.memory_bytes - weights);
+
+    // A stage of a split keeps growing its KV: no budget whatever is offered.
+    for (const model::LayerRange range : {model::LayerRange{0, 2}, model::LayerRange{2, 4}}) {
+        auto part = load_stage_resources(demo_frontend(), range, options, *quiet_logger());
+        ASSERT_TRUE(part) << part.error().message;
+        EXPECT_EQ((*part)->stage->kv_cache().limits().max_bytes, 0u) << range.first;
+    }
 }
 
 TEST(KvBudget, RefusalSaysWhetherWaitingHelps) {
@@ -183,26 +190,6 @@ TEST(KvBudget, OneStageSequencePausesInsteadOfFailingWhenBothOutgrowTheBudget) {
         EXPECT_EQ(events[i]->ids(), alone[i]) << "request " << i;
     }
     EXPECT_GE(mesh.head().n_preempted(), 1u);
-}
-
-// The budget of a stage behind the head: the failure travels back with its kind, and the stage
-// keeps serving requests that fit.
-TEST(KvBudget, StageBehindTheHeadRefusesWithTheSameErrors) {
-    const auto& model = demo_frontend();
-    TestMesh mesh(model, {{0, 1}, {1, 3}, {3, 4}}, ActivationDType::kF32);
-    mesh.kv(1).set_max_bytes(positions_bytes(mesh, 1, 100));
-    auto too_long = submit(mesh, long_request(1, "Tell me about the sea.", 150));
-    ASSERT_TRUE(too_long->wait());
-    ASSERT_TRUE(too_long->failed);
-    EXPECT_EQ(*too_long->failed, api::ErrorKind::context_length_exceeded) << too_long->error;
-    EXPECT_NE(too_long->error.find("KV"), std::string::npos) << too_long->error;
-    EXPECT_TRUE(mesh.wait_until([&] { return mesh.total_kv_sequences() == 0; }))
-        << mesh.total_kv_sequences();
-
-    auto fits = submit(mesh, long_request(2, "Tell me about the sea.", 40));
-    ASSERT_TRUE(fits->wait());
-    EXPECT_FALSE(fits->failed) << fits->error;
-    EXPECT_EQ(fits->ids().size(), 40u);
 }
 
 }  // namespace
