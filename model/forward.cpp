@@ -108,7 +108,6 @@ Result<std::unique_ptr<Stage>> Stage::load(const std::filesystem::path& model_di
     KvCacheLimits limits;
     limits.max_positions =
         options.max_context > 0 ? options.max_context : stage->config_.max_position_embeddings;
-    limits.max_bytes = options.max_kv_bytes;
     stage->kv_ = std::make_unique<KvCache>(backend, range.size(), stage->config_.kv_dim(), limits);
     stage->scratch_.resize(kNumSlots);
     return stage;

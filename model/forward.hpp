@@ -61,8 +61,7 @@ struct StageOutput {
 struct StageOptions {
     // Positions per sequence; 0 = the model's max_position_embeddings.
     std::int64_t max_context = 0;
-    // KV cache bytes over all sequences; 0 = no limit.
-    std::uint64_t max_kv_bytes = 0;
+    // The KV byte budget depends on the weights, known once loaded: kv_cache().set_max_bytes.
 };
 
 class Stage {
