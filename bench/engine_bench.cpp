@@ -21,7 +21,7 @@
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
-//                [--activations f32|int16|int8] [--profile] [--attention-min-keys N]
+//                [--activations default|f32|int16|int8] [--profile] [--attention-min-keys N]
 //                [--batched-min-tokens N] [--batches 4,16]
 //
 // --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
@@ -37,6 +37,9 @@
 // --activations int16 / int8 (--int8-activations = int8): the CPU backend decodes on q8/q4
 // weights with activations rounded to int16 per group (BackendOptions::cpu_int16_activations)
 // or to int8 (1-4 tokens, cpu_int8_activations); formats are reported as "q4+int16", "q8+int8".
+// --activations f32: the f32 decode kernels where the default would split activations into
+// int8 digits (cpu_split_int8_activations, AVX-512 VNNI), reported as "q4+f32". The default
+// ("default") is what serving uses.
 //
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with
@@ -270,17 +273,19 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     using namespace brigade::model;
     r.model = shape.name;
     // Quantized activations apply to quantized weights only.
-    r.format = activations != "f32" && format != "bf16" ? format + "+" + activations : format;
+    r.format = activations != "default" && format != "bf16" ? format + "+" + activations : format;
     r.file_gb = static_cast<double>(std::filesystem::file_size(dir / "model.safetensors")) / 1e9;
     BackendOptions bo;
     bo.n_threads = threads;
     bo.cpu_int8_activations = activations == "int8";
     bo.cpu_int16_activations = activations == "int16";
+    bo.cpu_split_int8_activations = activations != "f32";
     auto backend = make_backend(kind, bo);
     if (kind == BackendKind::kCpu && (attention_min_keys > 0 || batched_min_tokens > 0)) {
         cpu::CpuTuning tuning;  // as make_backend, with the options above changed
         tuning.int16_activations = bo.cpu_int16_activations;
         tuning.int8_activations = bo.cpu_int8_activations;
+        tuning.split_int8_activations = bo.cpu_split_int8_activations;
         if (attention_min_keys > 0) tuning.min_keys_per_split = attention_min_keys;
         tuning.batched_min_tokens = batched_min_tokens;
         backend = cpu::make_cpu_backend(bo, tuning);
@@ -562,7 +567,7 @@ int main(int argc, char** argv) {
     std::string batches_arg = "4,16";
     int threads = 0, n_decode = 32, layers = 0;
     bool keep = false, profile = false;
-    std::string activations = "f32";
+    std::string activations = "default";
     std::int64_t batched_min_tokens = 0;  // 0: the backend's default
     std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
     for (int i = 1; i < argc; ++i) {
@@ -600,8 +605,9 @@ int main(int argc, char** argv) {
             activations = "int8";
         else if (a == "--activations") {
             activations = next();
-            if (activations != "f32" && activations != "int16" && activations != "int8") {
-                std::fprintf(stderr, "--activations: f32, int16 or int8\n");
+            if (activations != "default" && activations != "f32" && activations != "int16" &&
+                activations != "int8") {
+                std::fprintf(stderr, "--activations: default, f32, int16 or int8\n");
                 return 2;
             }
         } else if (a == "--profile")
@@ -613,12 +619,13 @@ int main(int argc, char** argv) {
         else if (a == "--batched-min-tokens")
             batched_min_tokens = std::stoll(next());
         else {
-            std::fprintf(stderr,
-                         "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
-                         "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
-                         "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
-                         "[--keep] [--json FILE] [--activations f32|int16|int8] [--profile] "
-                         "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16]\n");
+            std::fprintf(
+                stderr,
+                "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
+                "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
+                "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
+                "[--keep] [--json FILE] [--activations default|f32|int16|int8] [--profile] "
+                "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16]\n");
             return 2;
         }
     }

@@ -6,7 +6,8 @@
 //   f32 FMA peak            independent vector multiply-adds on every thread -> GFLOP/s
 //   fork-join               one empty parallel region of the thread pool       -> µs
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
-//                           (quantized: the grouped f32 kernel that serving uses, the plain
+//                           (quantized: what serving uses, split-int8 activations on AVX-512
+//                           VNNI, else the grouped f32 kernel; the grouped f32 kernel, the plain
 //                           fused kernel, the opt-in int16-activation kernel and the opt-in
 //                           int8-activation kernel in each instruction set this CPU runs,
 //                           side by side)
@@ -300,15 +301,20 @@ int main(int argc, char** argv) {
 
     using brigade::model::cpu::CpuBackend;
     using brigade::model::cpu::CpuTuning;
-    // Kernel variants of quantized decode; "grouped" is what make_backend gives.
-    CpuTuning grouped;
-    grouped.int16_activations = false;
-    if (opt.prefetch_bytes >= 0) grouped.prefetch_bytes = opt.prefetch_bytes;
+    // Kernel variants of quantized decode. "serving" is what make_backend gives: split-int8
+    // activations where the CPU has AVX-512 VNNI, else "grouped", the f32 kernels (labelled
+    // " [f32]"), from which the other variants below are derived.
+    CpuTuning serving;
+    serving.int16_activations = false;
+    if (opt.prefetch_bytes >= 0) serving.prefetch_bytes = opt.prefetch_bytes;
+    CpuTuning grouped = serving;
+    grouped.split_int8_activations = false;
     CpuTuning fused = grouped;
     fused.grouped_quant = false;
     CpuTuning int16 = grouped;
     int16.int16_activations = true;
-    CpuBackend backend(BackendOptions{opt.threads}, grouped);
+    CpuBackend backend(BackendOptions{opt.threads}, serving);
+    CpuBackend grouped_backend(BackendOptions{opt.threads}, grouped);
     CpuBackend fused_backend(BackendOptions{opt.threads}, fused);
     CpuBackend int16_backend(BackendOptions{opt.threads}, int16);
     // The opt-in int8-activation path, once per instruction set this CPU runs (not scalar),
@@ -421,6 +427,10 @@ int main(int argc, char** argv) {
                 report({name + label, bytes / tp / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             }
             if (f.bits == 0) continue;
+            const double t_f32 =
+                time_matmul(grouped_backend, copies, x.data(), 1, y.data(), rounds, calls);
+            report(
+                {name + " [f32]", bytes / t_f32 / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             const double t_one =
                 time_matmul(one_row_backend, copies, x.data(), 1, y.data(), rounds, calls);
             report(

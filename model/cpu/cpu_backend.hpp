@@ -36,6 +36,10 @@ struct CpuTuning {
     bool int8_activations = false;
     // Which instruction set the int8 path uses (tests and benches force each; kAuto = best).
     Int8Variant int8_variant = Int8Variant::kAuto;
+    // Otherwise, on AVX-512 VNNI, 4- and 8-bit weights at decode of 1-4 tokens split each
+    // activation into three int8 digits (matmul_split_int8.cpp; within 2.4e-7 · max|x_g| of
+    // x, the precision class of f32) and use integer dot products. false: the f32 kernels.
+    bool split_int8_activations = true;
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
@@ -112,23 +116,26 @@ private:
     // The activations of one decode matmul as its kernel takes them, prepared once per call
     // (and shared by the matrices of a fused op that take the same preparation).
     struct DecodeInput {
-        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kBatched };
+        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kSplitInt8, kBatched };
         Kernel kernel = Kernel::kPlain;
         int bits = 0, group_size = 0;  // what the preparation depended on
         Int16Activations int16;
         GroupedActivations grouped;
         Int8Activations int8;
+        SplitInt8Activations split;
         const float* xt = nullptr;  // kBatched: x transposed (transpose_tokens)
     };
     // Buffers of one prepared input.
     struct DecodeScratch {
-        std::vector<std::int16_t> xq;        // int16 activations
-        std::vector<float> xq_step, xq_sum;  // [n, n_groups] their steps and group sums
-        std::vector<float> xg, xg_sum;       // grouped-kernel activations and group sums
-        std::vector<std::int8_t> x8;         // int8 activations (opt-in)
-        std::vector<float> x8_step, x8_sum;  // [n, n_groups] their steps and f32 group sums
-        std::vector<std::int32_t> x8_qsum;   // [n, n_groups] Σ xq per group
-        std::vector<float> xt;               // batched decode: x transposed
+        std::vector<std::int16_t> xq;              // int16 activations
+        std::vector<float> xq_step, xq_sum;        // [n, n_groups] their steps and group sums
+        std::vector<float> xg, xg_sum;             // grouped-kernel activations and group sums
+        std::vector<std::int8_t> x8;               // int8 activations (opt-in)
+        std::vector<float> x8_step, x8_sum;        // [n, n_groups] their steps and f32 group sums
+        std::vector<std::int32_t> x8_qsum;         // [n, n_groups] Σ xq per group
+        std::vector<float> xt;                     // batched decode: x transposed
+        std::vector<std::int8_t> digits;           // split-int8 activations
+        std::vector<float> digit_unit, digit_sum;  // [n, n_groups] their units and group sums
     };
     // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
     // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then

@@ -9,7 +9,9 @@
 //
 // The int16-activation decode path (matmul_int16.cpp) additionally rounds each x to a step of
 // max|x_g|/32767 per weight group g; its tolerance adds the exact worst case of that rounding,
-// sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes.
+// sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes. The split-int8
+// path (matmul_split_int8.cpp, AVX-512 VNNI) rounds to max|x_g|/(127 * 2^21) and adds the same
+// term for that step.
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -59,10 +61,16 @@ std::vector<Case> all_formats(std::int64_t rows, int misalign) {
     return cases;
 }
 
-// Checks y against the reference product, with the tolerance of the file comment.
-// Worst-case error of int16 activations for output (t, r), see the file comment.
-double int16_rounding_bound(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t t,
-                            std::int64_t r) {
+// How a decode path rounds the activations: not at all, or to max|x_g| / levels per group g.
+enum class Rounding { kNone, kInt16, kSplitInt8 };
+double rounding_levels(Rounding rounding) {
+    return rounding == Rounding::kInt16 ? 32767.0 : 127.0 * 2097152.0;
+}
+
+// Worst-case error of rounded activations for output (t, r), see the file comment.
+double rounding_bound(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t t,
+                      std::int64_t r, Rounding rounding) {
+    if (rounding == Rounding::kNone || !w.view.quantized()) return 0.0;
     const std::int64_t cols = w.view.cols, group = w.view.group_size;
     const std::int64_t n_groups = cols / group;
     double bound = 0.0;
@@ -72,14 +80,16 @@ double int16_rounding_bound(const test::OwnedWeight& w, const std::vector<float>
             max_abs = std::max(max_abs, static_cast<double>(std::abs(x[t * cols + c])));
             code_sum += w.codes[r * cols + c];
         }
-        bound += w.group_scale[r * n_groups + g] * (max_abs / 32767.0) / 2.0 * code_sum;
+        bound += w.group_scale[r * n_groups + g] * (max_abs / rounding_levels(rounding)) / 2.0 *
+                 code_sum;
     }
     return bound;
 }
 
+// Checks y against the reference product, with the tolerance of the file comment.
 void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t n,
                          const std::vector<float>& y, const std::vector<float>& ref,
-                         const std::string& what, bool int16 = false) {
+                         const std::string& what, Rounding rounding = Rounding::kNone) {
     const std::int64_t rows = w.view.rows, cols = w.view.cols;
     int failures = 0;
     for (std::int64_t t = 0; t < n && failures < 5; ++t) {
@@ -89,7 +99,7 @@ void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x
                 magnitude += std::abs(static_cast<double>(x[t * cols + c]) * w.dense[r * cols + c]);
             }
             double tol = 1e-5 * magnitude + 1e-6;
-            if (int16 && w.view.quantized()) tol += int16_rounding_bound(w, x, t, r);
+            tol += rounding_bound(w, x, t, r, rounding);
             const double diff = std::abs(static_cast<double>(y[t * rows + r]) - ref[t * rows + r]);
             if (!(diff <= tol)) {  // NaN (an output never written) fails too
                 ++failures;
@@ -102,7 +112,7 @@ void expect_close_matmul(const test::OwnedWeight& w, const std::vector<float>& x
 }
 
 void run_matmul_cases(Backend& cpu, const std::string& label,
-                      std::initializer_list<std::int64_t> ns, bool int16 = false) {
+                      std::initializer_list<std::int64_t> ns, Rounding rounding = Rounding::kNone) {
     auto ref = reference();
     int misalign = 0;
     for (std::int64_t rows : {5, 37}) {
@@ -118,7 +128,7 @@ void run_matmul_cases(Backend& cpu, const std::string& label,
                 ref->matmul(c.w.view, x.data(), n, expect.data());
                 expect_close_matmul(c.w, x, n, y, expect,
                                     label + " " + c.what + " misalign=" + std::to_string(misalign),
-                                    int16);
+                                    rounding);
             }
         }
     }
@@ -129,6 +139,7 @@ void run_matmul_cases(Backend& cpu, const std::string& label,
 TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.split_int8_activations = false;
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
         run_matmul_cases(cpu, "f32 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9, 15, 24});
@@ -142,6 +153,7 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
 TEST(CpuMatmul, BatchedDecodeOnWideRowsAndManyTokens) {
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.split_int8_activations = false;
     tuning.gemm_min_tokens = 64;
     auto ref = reference();
     std::vector<Case> cases;
@@ -178,6 +190,7 @@ TEST(CpuMatmul, BatchedDecodeOnWideRowsAndManyTokens) {
 TEST(CpuMatmul, BatchedDecodeGivesTheSameBitsForEveryRowSplit) {
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.split_int8_activations = false;
     tuning.batched_min_tokens = 5;
     std::vector<Case> cases;
     cases.push_back({"bf16 cols=1043", test::make_plain_weight(DType::kBF16, 45, 1043, 21, 2)});
@@ -220,6 +233,7 @@ TEST(CpuMatmul, BatchedDecodeGivesTheSameBitsForEveryRowSplit) {
 TEST(CpuMatmul, DecodeKernelsPlainFusedAllFormats) {
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.split_int8_activations = false;
     tuning.grouped_quant = false;
     for (int threads : {1, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
@@ -233,6 +247,7 @@ TEST(CpuMatmul, BalancedSplitCoversEveryRow) {
     auto ref = reference();
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.split_int8_activations = false;
     for (int threads : {2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
         for (std::int64_t rows : {1, 2, 3, 47, 191, 193}) {
@@ -257,7 +272,22 @@ TEST(CpuMatmul, DecodeKernelsInt16ActivationsAllFormatsAndThreadCounts) {
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
         run_matmul_cases(cpu, "int16 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9, 15},
-                         true);
+                         Rounding::kInt16);
+    }
+}
+
+// Split-int8 activations (AVX-512 VNNI): every format the kernel takes, partial 64-byte chunks
+// (4-bit rows of 96, 160 and 352 columns), 1-3 threads; the formats it does not take and n > 4
+// fall back to the f32 kernels.
+TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
+    if (!split_int8_kernel_supports(test::make_quant_weight(4, 64, DType::kBF16, 1, 64, 1, 0).view))
+        GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the split-int8 kernels do not run here";
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    for (int threads : {1, 2, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        run_matmul_cases(cpu, "split-int8 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9},
+                         Rounding::kSplitInt8);
     }
 }
 
@@ -272,7 +302,7 @@ TEST(CpuMatmul, BackendOptionsCanTurnInt16ActivationsOff) {
     std::vector<float> y(33), expect(33);
     cpu->matmul(w.view, x.data(), 1, y.data());
     ref->matmul(w.view, x.data(), 1, expect.data());
-    expect_close_matmul(w, x, 1, y, expect, "f32 via BackendOptions", false);
+    expect_close_matmul(w, x, 1, y, expect, "f32 via BackendOptions", Rounding::kSplitInt8);
 }
 
 TEST(CpuMatmul, Int16ActivationsHandleZeroAndExtremeGroups) {
@@ -332,6 +362,7 @@ TEST(CpuMatmul, BiasIsAddedInAllPaths) {
     auto ref = reference();
     CpuTuning grouped;
     grouped.int16_activations = false;
+    grouped.split_int8_activations = false;
     for (DType bias_dtype : {DType::kF32, DType::kBF16}) {
         for (const bool quantized : {true, false}) {
             for (const CpuTuning& tuning : {CpuTuning{}, grouped}) {
@@ -367,6 +398,7 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     ASSERT_FALSE(targets.empty());
     CpuTuning grouped;
     grouped.int16_activations = false;
+    grouped.split_int8_activations = false;
     CpuTuning fused = grouped;
     fused.grouped_quant = false;
     CpuTuning one_row = grouped;  // the grouped kernels without their multi-row one-token tiles
@@ -405,7 +437,7 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
                     expect_close_matmul(
                         c.w, x, n, y, expect,
                         std::string(hwy::TargetName(target)) + " " + tuning_name + " " + c.what,
-                        tuning.int16_activations);
+                        tuning.int16_activations ? Rounding::kInt16 : Rounding::kNone);
                 }
             }
         }

@@ -73,17 +73,21 @@ struct Config {
     int threads;
     bool int16;
     bool int8 = false;  // the opt-in int8 decode kernels go through the fused split as well
+    bool split = true;  // split-int8 activations where the CPU has AVX-512 VNNI
     std::string name() const {
         return std::to_string(threads) + " threads" + (int16 ? " int16" : "") +
-               (int8 ? " int8" : "");
+               (int8 ? " int8" : "") + (split ? "" : " f32");
     }
 };
-const Config kConfigs[] = {{2, false}, {3, false}, {2, true}, {2, false, true}, {3, false, true}};
+const Config kConfigs[] = {
+    {2, false, false, false}, {3, false, false, false}, {2, false}, {3, false}, {2, true},
+    {2, false, true},         {3, false, true}};
 
 CpuBackend make_cpu(const Config& c) {
     CpuTuning tuning;
     tuning.int16_activations = c.int16;
     tuning.int8_activations = c.int8;
+    tuning.split_int8_activations = c.split;
     return CpuBackend(BackendOptions{c.threads}, tuning);
 }
 
