@@ -163,7 +163,7 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         return in;
     }
     // One token only: with 2-4 the f32 kernels decode each code once for all of them, while
-    // every digit of every token costs a dot product (4 sequences of Llama-3.2-1B q4 on a
+    // every digit of every token costs dot products (4 sequences of Llama-3.2-1B q4 on a
     // 2-core Sapphire Rapids: 48-49 tok/s split, 67-68 f32).
     if (tuning_.split_int8_activations && n == 1 && split_int8_kernel_supports(w)) {
         const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));

@@ -96,21 +96,19 @@ void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std:
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                        float* y, std::int64_t ldy);
 
-// Activations of a 4- or 8-bit quantized-weight GEMV split into four int8 digits each
+// Activations of a 4-bit quantized-weight GEMV split into four int8 digits each
 // (matmul_split_int8.cpp; AVX-512 VNNI): for weight group g of a token,
-//     x ≈ step_g · Σ_k d_k · 2^-p_k,  step_g = max|x_g| / 127,  p = 0, 6, 12, 17 (4-bit) or
-//     0, 7, 14, 21 (8-bit),
-// within half the last digit (3e-8 · max|x_g| or less): f32-class precision through integer dot
-// products. `unit` is step_g · 2^-17 (4-bit) or step_g · 2^-7 (8-bit). Layout of `digits` in
-// matmul_split_int8.cpp.
+//     x ≈ step_g · (d0 + d1·2^-6 + d2·2^-12 + d3·2^-17),  step_g = max|x_g| / 127,
+// within half the last digit (3e-8 · max|x_g|): f32-class precision through integer dot
+// products. `unit` is step_g · 2^-17. Layout of `digits` in matmul_split_int8.cpp.
 struct SplitInt8Activations {
     const std::int8_t* digits = nullptr;  // [n, split_int8_token_bytes(w)]
     const float* unit = nullptr;          // [n, n_groups]: unit_g above
     const float* sum = nullptr;           // [n, n_groups]: f32 sums of the unrounded x
     std::int64_t prefetch_bytes = 0;      // software prefetch distance in the codes; 0 = none
 };
-// Whether this CPU runs the split-int8 kernels and they take w (MLX affine 4 or 8 bits, groups of
-// 32, 64 or 128, F32/F16/BF16 scales).
+// Whether this CPU runs the split-int8 kernel and it takes w (MLX affine 4 bits, groups of 32,
+// 64 or 128, F32/F16/BF16 scales).
 bool split_int8_kernel_supports(const WeightMatrix& w);
 // Bytes of `digits` per token for w.
 std::int64_t split_int8_token_bytes(const WeightMatrix& w);

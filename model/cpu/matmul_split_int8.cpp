@@ -1,5 +1,5 @@
-// Decode GEMV (one token) for MLX affine 4- and 8-bit weights with each activation split into
-// four int8 digits, through AVX-512 VNNI integer dot products: f32-class precision for fewer
+// Decode GEMV (one token) for MLX affine 4-bit weights with each activation split into four
+// int8 digits, through AVX-512 VNNI integer dot products: f32-class precision for fewer
 // instructions than f32 arithmetic takes.
 //
 // Why: with f32 activations a 4-bit code costs about 6 vector instructions per 32 codes
@@ -10,33 +10,34 @@
 // (matmul_int8.cpp) is the cheapest use of it but moves perplexity by 0.5%. Here each
 // activation x of weight group g is
 //
-//     x ≈ step_g · Σ_k d_k · 2^-p_k,   step_g = max|x_g| / 127,   |d0| <= 127,
+//     x ≈ step_g · (d0 + d1·2^-6 + d2·2^-12 + d3·2^-17),   step_g = max|x_g| / 127,
 //
-// d0 = round(x / step), each next digit the rounded remainder, 2^(p_k - p_(k-1)) times finer,
-// so |d_k| <= 2^(p_k - p_(k-1) - 1). Positions p: 4-bit 0, 6, 12, 17; 8-bit 0, 7, 14, 21. The
-// error, half the last digit, is 2^-18 · step (3.0e-8 · max|x_g|) for 4-bit and 2^-22 · step
-// for 8-bit, at or below f32's own rounding of a product. (Three digits, 2.4e-7 · max|x_g|,
+// d0 = round(x / step) and each next digit the rounded remainder, so |d0| <= 127,
+// |d1|, |d2| <= 32, |d3| <= 16, and the error, half the last digit, is 2^-18 · step
+// (3.0e-8 · max|x_g|): about f32's own rounding of a product. (Three digits, 2.4e-7 · max|x_g|,
 // kept Hugging Face parity but moved logits by up to 2.8e-5 between a batch and a sequence run
 // alone, twice what the engine's consistency tests allow.)
 //
-// Per 64 bytes of codes and row, with S_k = Σ q·d_k over 4 (8-bit) or 8 (4-bit: low nibbles
-// with the even elements, high nibbles with the odd ones) codes per int32 lane:
-//   4-bit  A = S0·2^17 + S1·2^11 + S2·2^5 + S3: |S0| <= 8·15·127, so |A| < 2^31 even with
-//          every digit at ±127; 8 vpdpbusd, 3 shifts, an add, and per chunk one conversion,
-//          one permute of the group factors and one FMA: 18 instructions a row with the
-//          nibble split, against about 25 for the f32 lookup kernel.
-//   8-bit  |S0| <= 4·255·127 leaves no room for four digits in one int32, so two chains,
-//          A = S0·2^7 + S1 and B = S2·2^7 + S3, each converted and multiplied; B's sum is
-//          scaled by 2^-14 at the end.
-// Each lane's sums go to f32 once and are multiplied by scale · unit of their group (unit: the
-// value of A's last place). The bias term uses the exact f32 sums of x, as in
-// matmul_grouped.cpp. With 2-4 tokens the f32 kernels decode each code once for all of them
-// and are faster, so only one token takes this path.
+// Per 64 bytes of codes (128 elements) and row, with S_k = Σ q·d_k over the 8 codes of an int32
+// lane (low nibbles with the even elements, high nibbles with the odd ones):
 //
-// Layout of the digits, per token: chunks of the elements one 64-byte code load covers (128 of
-// a 4-bit row, 64 of an 8-bit row; the last chunk zero-padded); per chunk digit 0 to 3 in turn,
-// each 64 bytes in element order (8-bit) or 128 bytes (4-bit: the 64 even elements, then the 64
-// odd ones).
+//     A = S0·2^17 + S1·2^11 + S2·2^5 + S3,
+//
+// exact in int32 (|S0| <= 8·15·127, so |A| < 2^31 even with every digit at ±127): 8 vpdpbusd,
+// 3 shifts and an add, then one conversion, one permute of the group factors and one FMA per
+// lane; 18 instructions with the nibble split, against about 25 in the f32 lookup kernel. A's
+// last place is worth `unit` = step · 2^-17, so each lane adds A · scale · unit of its group.
+// The bias term uses the exact f32 sums of x, as in matmul_grouped.cpp.
+//
+// Measured on the lent 16-vCPU Xeon (bench/RESULTS.md, session 12): 4-bit matmuls from cache
+// 3-44% faster than the f32 lookup kernel. 8-bit weights were tried too (4 digits in two
+// chains, as |S0| <= 4·255·127 leaves no room for one): faster on short rows, 5-14% slower on
+// long ones, so 8-bit keeps the f32 kernel. With 2-4 tokens the f32 kernels decode each code
+// once for all of them and are faster, so only one token takes this path.
+//
+// Layout of the digits, per token: chunks of 128 elements (one 64-byte load of codes; the last
+// chunk zero-padded); per chunk digit 0 to 3 in turn, each 128 bytes: the 64 even elements,
+// then the 64 odd ones.
 
 #include <algorithm>
 #include <cmath>
@@ -56,27 +57,22 @@ namespace brigade::model::cpu {
 namespace {
 
 constexpr int kDigits = 4;
-// Where digit k sits below d0, in bits (x ≈ step · Σ_k d_k · 2^-position[k], step = max|x_g|/127).
-// 4-bit: one int32 chain holds all four (see the file comment); 8-bit: two chains of two.
-constexpr int kPosition4[kDigits] = {0, 6, 12, 17};
-constexpr int kPosition8[kDigits] = {0, 7, 14, 21};
-// The value of one unit of `unit` in steps: 2^-17 (4-bit, d3's weight) or 2^-7 (8-bit, d1's).
-constexpr float kUnitInSteps4 = 1.0f / (1 << 17);
-constexpr float kUnitInSteps8 = 1.0f / (1 << 7);
-constexpr std::int64_t kChunkBytes = 64;  // code bytes per load
+// Where digit k sits below d0, in bits: x ≈ step · Σ_k d_k · 2^-kPosition[k].
+constexpr int kPosition[kDigits] = {0, 6, 12, 17};
+// `unit` (A's last place) in steps.
+constexpr float kUnitInSteps = 1.0f / (1 << 17);
+constexpr std::int64_t kChunkBytes = 64;        // code bytes per load
+constexpr std::int64_t kChunkElems = 128;       // their elements
+constexpr std::int64_t kChunkDigitBytes = 512;  // their digits: 4 x (64 even + 64 odd)
 // Groups whose scales are widened (and factors computed) per pass over a row tile.
 constexpr std::int64_t kFactorGroups = 64;
 
-std::int64_t chunk_elems(int bits) { return kChunkBytes * 8 / bits; }
-std::int64_t chunk_digit_bytes(int bits) { return kDigits * chunk_elems(bits); }
-std::int64_t n_chunks(const WeightMatrix& w) {
-    return (w.cols + chunk_elems(w.bits) - 1) / chunk_elems(w.bits);
-}
+std::int64_t n_chunks(const WeightMatrix& w) { return (w.cols + kChunkElems - 1) / kChunkElems; }
 
 }  // namespace
 
 std::int64_t split_int8_token_bytes(const WeightMatrix& w) {
-    return n_chunks(w) * chunk_digit_bytes(w.bits);
+    return n_chunks(w) * kChunkDigitBytes;
 }
 
 #if BRIGADE_INT8_X86
@@ -87,8 +83,9 @@ namespace split_int8 {
 // 16 scales (or biases) from element `index` of an F32/F16/BF16 array, `mask` lanes loaded,
 // the rest zero.
 inline __m512 load_affine(DType dtype, const void* base, std::int64_t index, __mmask16 mask) {
-    if (dtype == DType::kF32)
+    if (dtype == DType::kF32) {
         return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + index);
+    }
     const auto* p = static_cast<const std::uint16_t*>(base) + index;
     const __m256i h = _mm256_maskz_loadu_epi16(mask, p);
     if (dtype == DType::kF16) return _mm512_cvtph_ps(h);
@@ -99,22 +96,21 @@ inline __mmask16 first_lanes(std::int64_t n) {
     return _cvtu32_mask16(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
 }
 
-// The four digits of 16 activations into 16 bytes each at dst + k * stride; `step` is the
-// value of one d0, `inv` its inverse, `position` where each digit sits below d0.
-inline void store_digits(__m512 x, __m512 inv, __m512 step, const int* position, std::int8_t* dst,
-                         std::int64_t stride) {
+// The four digits of 16 activations into 16 bytes each at dst + k * 128; `step` is the value of
+// one d0 and `inv` its inverse.
+inline void store_digits(__m512 x, __m512 inv, __m512 step, std::int8_t* dst) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __m512 r = x;  // what the digits so far leave
     for (int k = 0; k < kDigits; ++k) {
-        const float finer = static_cast<float>(1 << position[k]);  // exact powers of two
+        const float finer = static_cast<float>(1 << kPosition[k]);  // exact powers of two
         const __m512 v = _mm512_roundscale_ps(
             _mm512_mul_ps(r, _mm512_mul_ps(inv, _mm512_set1_ps(finer))), kNearest);
         // r - v·step/finer with one rounding: v·step/finer is within half a digit of r, so the
         // difference is nearly exact.
         r = _mm512_fnmadd_ps(v, _mm512_mul_ps(step, _mm512_set1_ps(1.0f / finer)), r);
-        // Saturating narrowing: the digits are within ±127 (±2^(gap-1) past the first) by
-        // construction; saturation only keeps a NaN or inf activation from wrapping.
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k * stride),
+        // Saturating narrowing: the digits are in range by construction; saturation only keeps
+        // a NaN or inf activation from wrapping.
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k * 128),
                          _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
     }
 }
@@ -123,10 +119,8 @@ void split(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64
            std::int8_t* digits, float* unit, float* sum) {
     const std::int64_t group = w.group_size, cols = w.cols;
     const std::int64_t n_groups = cols / group;
-    const std::int64_t elems = chunk_elems(w.bits);
     const std::int64_t token_bytes = split_int8_token_bytes(w);
-    const std::int64_t digit_stride = w.bits == 4 ? 128 : 64;  // bytes between a chunk's digits
-    // Even and odd elements of 32 (two vectors), for the 4-bit layout.
+    // Even and odd elements of 32 (two vectors).
     const __m512i even =
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd =
@@ -142,43 +136,28 @@ void split(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64
         }
         const float m = _mm512_reduce_max_ps(max_abs);
         const float step = m / 127.0f;  // value of one d0
-        unit[i] = step * (w.bits == 4 ? kUnitInSteps4 : kUnitInSteps8);
+        unit[i] = step * kUnitInSteps;
         sum[i] = _mm512_reduce_add_ps(s);
         const __m512 vinv = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
         const __m512 vstep = _mm512_set1_ps(step);
-        const int* position = w.bits == 4 ? kPosition4 : kPosition8;
         std::int8_t* token = digits + t * token_bytes;
         for (std::int64_t e = 0; e < group; e += 32) {
+            // 32 elements are 16 bytes of codes: the even ones meet the low nibbles.
             const std::int64_t element = g * group + e;  // in the row
-            const std::int64_t chunk = element / elems, in_chunk = element % elems;
-            std::int8_t* base = token + chunk * chunk_digit_bytes(w.bits);
+            std::int8_t* base = token + element / kChunkElems * kChunkDigitBytes;
+            const std::int64_t byte = element % kChunkElems / 2;
             const __m512 a = _mm512_loadu_ps(xg + e), b = _mm512_loadu_ps(xg + e + 16);
-            if (w.bits == 4) {
-                // 32 elements are 16 bytes of codes: even ones meet the low nibbles.
-                const std::int64_t byte = in_chunk / 2;
-                store_digits(_mm512_permutex2var_ps(a, even, b), vinv, vstep, position, base + byte,
-                             digit_stride);
-                store_digits(_mm512_permutex2var_ps(a, odd, b), vinv, vstep, position,
-                             base + 64 + byte, digit_stride);
-            } else {
-                store_digits(a, vinv, vstep, position, base + in_chunk, digit_stride);
-                store_digits(b, vinv, vstep, position, base + in_chunk + 16, digit_stride);
-            }
+            store_digits(_mm512_permutex2var_ps(a, even, b), vinv, vstep, base + byte);
+            store_digits(_mm512_permutex2var_ps(a, odd, b), vinv, vstep, base + 64 + byte);
         }
         // The last group of a token zeroes the padding of its chunk, so that padded codes
         // (loaded as zero) meet zero digits.
-        const std::int64_t used = cols % elems;
-        if (g == n_groups - 1 && used != 0) {
-            std::int8_t* base = token + (n_chunks(w) - 1) * chunk_digit_bytes(w.bits);
-            for (int k = 0; k < kDigits; ++k) {
-                if (w.bits == 4) {
-                    std::memset(base + k * 128 + used / 2, 0,
-                                static_cast<std::size_t>(64 - used / 2));
-                    std::memset(base + k * 128 + 64 + used / 2, 0,
-                                static_cast<std::size_t>(64 - used / 2));
-                } else {
-                    std::memset(base + k * 64 + used, 0, static_cast<std::size_t>(64 - used));
-                }
+        const std::int64_t used_bytes = cols % kChunkElems / 2;
+        if (g == n_groups - 1 && used_bytes != 0) {
+            std::int8_t* base = token + (n_chunks(w) - 1) * kChunkDigitBytes;
+            for (int half = 0; half < 2 * kDigits; ++half) {
+                std::memset(base + half * 64 + used_bytes, 0,
+                            static_cast<std::size_t>(64 - used_bytes));
             }
         }
     }
@@ -192,88 +171,59 @@ struct Tile {
     int group_shift;  // log2(group size)
 };
 
-// A chunk's digits: kDigits vectors (8-bit) or 2 * kDigits (4-bit: even elements, odd ones).
-template <int BITS>
+// A chunk's digits: 4 digits x (even elements, odd ones).
 struct ChunkDigits {
-    static constexpr int kVectors = BITS == 4 ? 2 * kDigits : kDigits;
-    __m512i v[kVectors];
+    __m512i v[2 * kDigits];
     HWY_INLINE explicit ChunkDigits(const std::int8_t* d) {
-        for (int k = 0; k < kVectors; ++k) v[k] = _mm512_loadu_si512(d + 64 * k);
+        for (int k = 0; k < 2 * kDigits; ++k) v[k] = _mm512_loadu_si512(d + 64 * k);
     }
 };
 
-// 4-bit: A = Σ_k (Σ q·d_k) · 2^(17 - position[k]), from two chains of two digits (half the
-// latency of one chain of four) joined by a shift and an add; B unused. 8-bit:
-// A = ((Σ q·d0) << 7) + Σ q·d1 and B = ((Σ q·d2) << 7) + Σ q·d3. For one chunk of 64 code bytes
-// (4-bit: its low and high nibbles).
-template <int BITS>
-HWY_INLINE void chunk_sums(__m512i lo, __m512i hi, const ChunkDigits<BITS>& d, __m512i& a,
-                           __m512i& b) {
+// A = Σ_k S_k · 2^(17 - kPosition[k]) for one chunk of 64 code bytes (its low and high
+// nibbles), from two chains of two digits (half the latency of one chain of four) joined by a
+// shift and an add.
+HWY_INLINE __m512i chunk_sum(__m512i lo, __m512i hi, const ChunkDigits& d) {
     const __m512i zero = _mm512_setzero_si512();
-    if constexpr (BITS == 4) {
-        a = _mm512_dpbusd_epi32(zero, lo, d.v[0]);
-        b = _mm512_dpbusd_epi32(zero, lo, d.v[4]);
-        a = _mm512_dpbusd_epi32(a, hi, d.v[1]);
-        b = _mm512_dpbusd_epi32(b, hi, d.v[5]);
-        a = _mm512_slli_epi32(a, kPosition4[1] - kPosition4[0]);
-        b = _mm512_slli_epi32(b, kPosition4[3] - kPosition4[2]);
-        a = _mm512_dpbusd_epi32(a, lo, d.v[2]);
-        b = _mm512_dpbusd_epi32(b, lo, d.v[6]);
-        a = _mm512_dpbusd_epi32(a, hi, d.v[3]);
-        b = _mm512_dpbusd_epi32(b, hi, d.v[7]);
-        a = _mm512_add_epi32(_mm512_slli_epi32(a, kPosition4[3] - kPosition4[1]), b);
-    } else {
-        (void)hi;
-        a = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, lo, d.v[0]), 7);
-        b = _mm512_slli_epi32(_mm512_dpbusd_epi32(zero, lo, d.v[2]), 7);
-        a = _mm512_dpbusd_epi32(a, lo, d.v[1]);
-        b = _mm512_dpbusd_epi32(b, lo, d.v[3]);
-    }
+    __m512i a = _mm512_dpbusd_epi32(zero, lo, d.v[0]);
+    __m512i b = _mm512_dpbusd_epi32(zero, lo, d.v[4]);
+    a = _mm512_dpbusd_epi32(a, hi, d.v[1]);
+    b = _mm512_dpbusd_epi32(b, hi, d.v[5]);
+    a = _mm512_slli_epi32(a, kPosition[1] - kPosition[0]);
+    b = _mm512_slli_epi32(b, kPosition[3] - kPosition[2]);
+    a = _mm512_dpbusd_epi32(a, lo, d.v[2]);
+    b = _mm512_dpbusd_epi32(b, lo, d.v[6]);
+    a = _mm512_dpbusd_epi32(a, hi, d.v[3]);
+    b = _mm512_dpbusd_epi32(b, hi, d.v[7]);
+    return _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[3] - kPosition[1]), b);
 }
 
-// f[i] sums scale·u·A of row i; fine[i] (8-bit) scale·u·B, in 2^-14 of f's units.
-template <int R>
-struct TileSums {
-    __m512 f[R], fine[R];
-};
-
-// One chunk of 64 code bytes of every row of the tile; `mask` selects the bytes the rows have
-// (all but in a short last chunk, whose missing codes load as zero: a masked load costs what a
-// plain one does, and one code path keeps the sums in registers). `factor[i]`: scale·u of row
-// i for the lanes' first group.
-template <int BITS, int R, bool SHARED>
+// One chunk of 64 code bytes of every row of the tile into f[i]; `mask` selects the bytes the
+// rows have (all but in a short last chunk, whose missing codes load as zero: a masked load
+// costs what a plain one does, and one code path keeps the sums in registers). `factor[i]`:
+// scale · unit of row i for the chunk's first group.
+template <int R, bool SHARED>
 HWY_INLINE void chunk_step(const std::uint8_t* const* codes, std::int64_t at, __mmask64 mask,
-                           const ChunkDigits<BITS>& d, const float* const* factor,
-                           __m512i lane_group, TileSums<R>& sums) {
+                           const ChunkDigits& d, const float* const* factor, __m512i lane_group,
+                           __m512 (&f)[R]) {
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     for (int i = 0; i < R; ++i) {
         const __m512i v = _mm512_maskz_loadu_epi8(mask, codes[i] + at);
-        __m512i lo = v, hi = v;
-        if constexpr (BITS == 4) {
-            lo = _mm512_and_si512(v, nibble);
-            hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-        }
-        __m512i a, b;
-        chunk_sums<BITS>(lo, hi, d, a, b);
+        const __m512i lo = _mm512_and_si512(v, nibble);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
         const __m512 scale = SHARED ? _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(factor[i]))
                                     : _mm512_set1_ps(*factor[i]);
-        sums.f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), scale, sums.f[i]);
-        if constexpr (BITS == 8) {
-            sums.fine[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), scale, sums.fine[i]);
-        }
+        f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(chunk_sum(lo, hi, d)), scale, f[i]);
     }
 }
 
 // out[i] = row r0 + i · x for R rows, without the rows' additive bias. The rows share each
-// chunk's digits (loaded once). SHARED: more than one group per chunk (each lane takes its
-// group's factor through a permute); otherwise one factor, broadcast, per chunk.
-template <int BITS, int R, bool SHARED>
+// chunk's digits (loaded once). SHARED: groups of 32 or 64, more than one per chunk (each lane
+// takes its group's factor through a permute); otherwise one factor, broadcast, per chunk.
+template <int R, bool SHARED>
 HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     const WeightMatrix& w = m.w;
     const std::int64_t n_groups = m.n_groups;
     const std::int64_t row_bytes = w.row_bytes();
-    const std::int64_t elems = chunk_elems(BITS);
-    const std::int64_t chunk_bytes = chunk_digit_bytes(BITS);
     const std::int64_t chunks = n_chunks(w);
     const std::int64_t tail_bytes = row_bytes - (chunks - 1) * kChunkBytes;  // 16..64
     // Chunks before `full`: 64 bytes of codes; a shorter last one takes `tail_mask`.
@@ -283,20 +233,17 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     const std::uint8_t* codes[R];
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
-    // Lane l covers chunk elements [l, l + 1) * elems / 16; its group within the chunk:
-    const int lane_elems_shift = BITS == 4 ? 3 : 2;
+    // Lane l covers chunk elements [8l, 8l + 8); its group within the chunk:
     __m512i lane_group = _mm512_setzero_si512();
     if constexpr (SHARED) {
         lane_group = _mm512_srlv_epi32(
             _mm512_slli_epi32(
-                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                lane_elems_shift),
+                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 3),
             _mm512_set1_epi32(m.group_shift));
     }
-    TileSums<R> sums;
-    __m512 bias_acc[R];
-    for (int i = 0; i < R; ++i) sums.f[i] = sums.fine[i] = bias_acc[i] = _mm512_setzero_ps();
-    // scale · u per row and group of the pass, and zeros for up to 3 groups past the last: a
+    __m512 f[R], bias_acc[R];
+    for (int i = 0; i < R; ++i) f[i] = bias_acc[i] = _mm512_setzero_ps();
+    // scale · unit per row and group of the pass, and zeros for up to 3 groups past the last: a
     // padded chunk's permute picks them for its missing elements (whose products are zero, but
     // 0 · NaN would not be). + 16: a permute loads 16 factors and picks from the first 4.
     alignas(64) float factor[R][kFactorGroups + 16];
@@ -317,38 +264,38 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             }
             _mm_storeu_ps(factor[i] + count, _mm_setzero_ps());
         }
-        const std::int64_t c_begin = (g0 << m.group_shift) / elems;
+        const std::int64_t c_begin = (g0 << m.group_shift) / kChunkElems;
         const std::int64_t c_end =
-            std::min(chunks, (((g0 + count) << m.group_shift) + elems - 1) / elems);
+            std::min(chunks, (((g0 + count) << m.group_shift) + kChunkElems - 1) / kChunkElems);
         for (std::int64_t c = c_begin; c < c_end; ++c) {
-            const std::int64_t first_group = ((c * elems) >> m.group_shift) - g0;  // in the pass
+            // The chunk's first group, within the pass.
+            const std::int64_t first_group = ((c * kChunkElems) >> m.group_shift) - g0;
             const float* fac[R];
             for (int i = 0; i < R; ++i) fac[i] = factor[i] + first_group;
             prefetch.ahead_of(codes, c * kChunkBytes);
-            const ChunkDigits<BITS> d(m.xa.digits + c * chunk_bytes);
-            chunk_step<BITS, R, SHARED>(codes, c * kChunkBytes, c < full ? all : tail_mask, d, fac,
-                                        lane_group, sums);
+            const ChunkDigits d(m.xa.digits + c * kChunkDigitBytes);
+            chunk_step<R, SHARED>(codes, c * kChunkBytes, c < full ? all : tail_mask, d, fac,
+                                  lane_group, f);
         }
     }
     for (int i = 0; i < R; ++i) {
-        const __m512 sum = _mm512_fmadd_ps(sums.fine[i], _mm512_set1_ps(1.0f / 16384), sums.f[i]);
-        out[i] = _mm512_reduce_add_ps(sum) + _mm512_reduce_add_ps(bias_acc[i]);
+        out[i] = _mm512_reduce_add_ps(f[i]) + _mm512_reduce_add_ps(bias_acc[i]);
     }
 }
 
-template <int BITS, bool SHARED>
+template <bool SHARED>
 void rows(const Tile& m, std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
           float* y) {
     const bool has_bias = bias != nullptr && bias->valid();
     float out[4];
     std::int64_t r = row_begin;
-    // 4 rows share each chunk's digits (5 registers a row, 8 digit vectors).
+    // 4 rows share each chunk's digits (4 registers a row, 8 digit vectors).
     while (r < row_end) {
         const std::int64_t n_rows = row_end - r >= 4 ? 4 : 1;
         if (n_rows == 4) {
-            dot_tile<BITS, 4, SHARED>(m, r, out);
+            dot_tile<4, SHARED>(m, r, out);
         } else {
-            dot_tile<BITS, 1, SHARED>(m, r, out);
+            dot_tile<1, SHARED>(m, r, out);
         }
         for (std::int64_t i = 0; i < n_rows; ++i) {
             y[r + i] = out[i] + (has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f);
@@ -361,14 +308,11 @@ void gemv(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t ro
           std::int64_t row_end, const WeightVector* bias, float* y) {
     const int shift = w.group_size == 32 ? 5 : (w.group_size == 64 ? 6 : 7);
     const Tile m{w, xa, w.cols / w.group_size, shift};
-    // More than one group per 64-byte chunk: 4-bit groups of 32 and 64, 8-bit groups of 32.
-    const bool shared = w.group_size < chunk_elems(w.bits);
-    if (w.bits == 4) {
-        shared ? rows<4, true>(m, row_begin, row_end, bias, y)
-               : rows<4, false>(m, row_begin, row_end, bias, y);
+    // Groups of 32 and 64: more than one per 128-element chunk.
+    if (w.group_size < kChunkElems) {
+        rows<true>(m, row_begin, row_end, bias, y);
     } else {
-        shared ? rows<8, true>(m, row_begin, row_end, bias, y)
-               : rows<8, false>(m, row_begin, row_end, bias, y);
+        rows<false>(m, row_begin, row_end, bias, y);
     }
 }
 
@@ -376,7 +320,7 @@ void gemv(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t ro
 HWY_POP_ATTRIBUTES
 
 bool split_int8_kernel_supports(const WeightMatrix& w) {
-    const bool format = w.quantized() && (w.bits == 4 || w.bits == 8) &&
+    const bool format = w.quantized() && w.bits == 4 &&
                         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
                         w.cols % w.group_size == 0 &&
                         (w.scale_dtype == DType::kF32 || w.scale_dtype == DType::kF16 ||

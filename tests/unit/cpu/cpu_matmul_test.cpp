@@ -10,8 +10,8 @@
 // The int16-activation decode path (matmul_int16.cpp) additionally rounds each x to a step of
 // max|x_g|/32767 per weight group g; its tolerance adds the exact worst case of that rounding,
 // sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes. The split-int8
-// path (matmul_split_int8.cpp, AVX-512 VNNI) rounds to max|x_g|/(127 * 2^21) and adds the same
-// term for that step.
+// path (matmul_split_int8.cpp, AVX-512 VNNI, 4-bit) rounds to max|x_g|/(127 * 2^17) and adds
+// the same term for that step.
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -64,7 +64,7 @@ std::vector<Case> all_formats(std::int64_t rows, int misalign) {
 // How a decode path rounds the activations: not at all, or to max|x_g| / levels per group g.
 enum class Rounding { kNone, kInt16, kSplitInt8 };
 double rounding_levels(Rounding rounding) {
-    return rounding == Rounding::kInt16 ? 32767.0 : 127.0 * 2097152.0;
+    return rounding == Rounding::kInt16 ? 32767.0 : 127.0 * 131072.0;
 }
 
 // Worst-case error of rounded activations for output (t, r), see the file comment.
@@ -276,9 +276,9 @@ TEST(CpuMatmul, DecodeKernelsInt16ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
-// Split-int8 activations (AVX-512 VNNI): every format the kernel takes, partial 64-byte chunks
-// (4-bit rows of 96, 160 and 352 columns), 1-3 threads; the formats it does not take and n > 4
-// fall back to the f32 kernels.
+// Split-int8 activations (AVX-512 VNNI): every format the kernel takes (4-bit, one token),
+// partial 64-byte chunks (rows of 96, 160 and 352 columns), 1-3 threads; the other formats and
+// n > 1 take the f32 kernels.
 TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     if (!split_int8_kernel_supports(test::make_quant_weight(4, 64, DType::kBF16, 1, 64, 1, 0).view))
         GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the split-int8 kernels do not run here";

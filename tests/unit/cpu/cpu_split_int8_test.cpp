@@ -1,10 +1,13 @@
-// Split-int8 activations (matmul_split_int8.cpp): the digits each activation is split into,
+// Split-int8 activations (matmul_split_int8.cpp, 4-bit weights): the digits each activation is
+// split into,
 // read back through the layout the file documents, and the kernels on zero, extreme and
 // non-finite groups. Their products against the reference on every format are in
 // cpu_matmul_test.cpp (DecodeKernelsSplitInt8AllFormatsAndThreadCounts). These tests need
 // AVX-512 VNNI and skip, saying so, without it.
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -25,14 +28,13 @@ bool kernel_runs_here() {
     if (!kernel_runs_here()) \
     GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the split-int8 kernels do not run here"
 
-// Digit k of element e of token t, read by the documented layout: chunks of 512 / bits
-// elements, 4 digits a chunk; 4-bit chunks hold a digit's 64 even elements, then its 64 odd ones.
+// Digit k of element e of token t, read by the documented layout: chunks of 128 elements, 4
+// digits a chunk, each 64 bytes of even elements, then 64 of odd ones.
 int digit(const std::vector<std::int8_t>& digits, const WeightMatrix& w, std::int64_t t,
           std::int64_t e, int k) {
-    const std::int64_t elems = 512 / w.bits;
-    const std::int64_t chunk = e / elems, in_chunk = e % elems;
-    std::int64_t at = t * split_int8_token_bytes(w) + chunk * 4 * elems + k * elems;
-    at += w.bits == 4 ? (in_chunk % 2) * 64 + in_chunk / 2 : in_chunk;
+    const std::int64_t chunk = e / 128, in_chunk = e % 128;
+    const std::int64_t at =
+        t * split_int8_token_bytes(w) + chunk * 512 + k * 128 + (in_chunk % 2) * 64 + in_chunk / 2;
     return digits[static_cast<std::size_t>(at)];
 }
 
@@ -63,7 +65,8 @@ Split split_all(const WeightMatrix& w, const std::vector<float>& x, std::int64_t
 
 TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
     SKIP_WITHOUT_VNNI();
-    for (int bits : {4, 8}) {
+    const int bits = 4;
+    {
         for (int group : {32, 64, 128}) {
             for (std::int64_t cols : {96, 160, 352, 384, 640}) {
                 if (cols % group != 0) continue;
@@ -91,13 +94,10 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
                             sum += x[t * cols + c];
                         }
                         // Positions of the digits below d0 (kernels.hpp) and the value of d0.
-                        const int p[4] = {0, bits == 4 ? 6 : 7, bits == 4 ? 12 : 14,
-                                          bits == 4 ? 17 : 21};
+                        const int p[4] = {0, 6, 12, 17};
                         const double step = max_abs / 127.0;
-                        EXPECT_NEAR(s.unit[gi], std::ldexp(step, bits == 4 ? -17 : -7),
-                                    1e-6 * s.unit[gi])
-                            << what;
-                        const double d0_value = std::ldexp(s.unit[gi], bits == 4 ? 17 : 7);
+                        EXPECT_NEAR(s.unit[gi], std::ldexp(step, -17), 1e-6 * s.unit[gi]) << what;
+                        const double d0_value = std::ldexp(s.unit[gi], 17);
                         const int limit[4] = {127, 1 << (p[1] - 1), 1 << (p[2] - p[1] - 1),
                                               1 << (p[3] - p[2] - 1)};
                         EXPECT_NEAR(s.sum[gi], sum, 1e-5 * max_abs * group) << what;
@@ -125,7 +125,7 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
                     }
                 }
                 // The padding of a partial last chunk is zero (it meets zero codes).
-                const std::int64_t elems = 512 / bits;
+                const std::int64_t elems = 128;
                 if (cols % elems != 0) {
                     for (std::int64_t t = 0; t < n; ++t) {
                         for (std::int64_t e = cols; e < (cols / elems + 1) * elems; ++e) {
@@ -147,20 +147,53 @@ TEST(SplitInt8, ZeroGroupsGiveZeroAndAHugeLaneLeavesTheRestNegligible) {
     CpuTuning tuning;
     tuning.int16_activations = false;
     CpuBackend cpu(BackendOptions{2}, tuning);
-    for (int bits : {4, 8}) {
-        auto w = test::make_quant_weight(bits, 64, DType::kBF16, 11, 256, 6, 1);
-        std::vector<float> x(2 * 256, 0.0f);  // token 0: all zero
-        for (int c = 0; c < 256; ++c) x[256 + c] = c % 64 == 9 ? -1e30f : 1e-30f;
-        std::vector<float> y(2 * 11), expect(y.size());
-        cpu.matmul(w.view, x.data(), 2, y.data());
-        ref->matmul(w.view, x.data(), 2, expect.data());
+    for (int group : {32, 64, 128}) {
+        auto w = test::make_quant_weight(4, group, DType::kBF16, 11, 256, 6, 1);
+        // One token at a time (the split path takes one): all zero, then one huge lane per
+        // group of 64 among tiny ones.
+        std::vector<float> zero(256, 0.0f), huge(256);
+        for (int c = 0; c < 256; ++c) huge[c] = c % 64 == 9 ? -1e30f : 1e-30f;
+        std::vector<float> y(11), expect(11);
+        cpu.matmul(w.view, zero.data(), 1, y.data());
+        for (int r = 0; r < 11; ++r) EXPECT_EQ(y[r], 0.0f) << "group=" << group << " r=" << r;
+        cpu.matmul(w.view, huge.data(), 1, y.data());
+        ref->matmul(w.view, huge.data(), 1, expect.data());
         for (int r = 0; r < 11; ++r) {
-            EXPECT_EQ(y[r], 0.0f) << "bits=" << bits << " r=" << r;
-            EXPECT_NE(expect[11 + r], 0.0f);
-            EXPECT_NEAR(y[11 + r], expect[11 + r], 1e-5 * std::abs(expect[11 + r]))
-                << "bits=" << bits << " r=" << r;
+            EXPECT_NE(expect[r], 0.0f);
+            EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
+                << "group=" << group << " r=" << r;
         }
     }
+}
+
+// Weights are memory-mapped: a row ending a file's last page must not be read past. The codes
+// of a 96-column matrix (48 bytes a row, a short last chunk) end where an inaccessible page
+// begins; a read past them faults.
+TEST(SplitInt8, ReadsNoCodeBytePastTheLastRow) {
+    SKIP_WITHOUT_VNNI();
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    auto* bytes = static_cast<std::uint8_t*>(mem);
+    ASSERT_EQ(mprotect(bytes + page, page, PROT_NONE), 0);
+    const std::int64_t rows = 9, cols = 96;
+    auto w = test::make_quant_weight(4, 32, DType::kBF16, rows, cols, 7, 0);
+    const std::size_t code_bytes = static_cast<std::size_t>(rows * cols / 2);
+    std::uint8_t* codes = bytes + page - code_bytes;
+    std::memcpy(codes, w.view.data, code_bytes);
+    WeightMatrix at_end = w.view;
+    at_end.data = codes;
+    const auto x = test::random_floats(cols, 3);
+    Split s = split_all(at_end, x, 1, false);
+    std::vector<float> y(rows), expect(rows);
+    gemv_rows_split_int8(at_end, {s.digits.data(), s.unit.data(), s.sum.data(), 0}, 0, rows,
+                         nullptr, y.data());
+    auto ref = make_backend(BackendKind::kReference).value();
+    ref->matmul(w.view, x.data(), 1, expect.data());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        EXPECT_NEAR(y[r], expect[r], 1e-5 * (1.0 + std::abs(expect[r]))) << r;
+    }
+    munmap(mem, 2 * page);
 }
 
 TEST(SplitInt8, ANanActivationMakesTheOutputsNan) {
