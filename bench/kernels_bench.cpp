@@ -22,8 +22,10 @@
 // matrix to exceed the last-level cache, so it measures DRAM, not L3.
 //
 // Usage: kernels_bench [--threads N] [--quick] [--filter TEXT] [--json FILE] [--hot]
-//                      [--prefetch BYTES]
-// (--hot: decode from one cache-resident matrix, i.e. the kernels' compute ceiling)
+//                      [--prefetch BYTES] [--avx2]
+// (--hot: decode from one cache-resident matrix, i.e. the kernels' compute ceiling; --avx2:
+// Highway kernels at their AVX2 target and split-int8 at AVX-VNNI, to stand in for a client
+// CPU without AVX-512)
 // Every case cycles through enough copies of its data (1.5 GB) to exceed the last-level cache.
 
 #include <hwy/targets.h>
@@ -198,6 +200,9 @@ struct Options {
     std::string json_path;
     bool hot = false;  // decode from one cache-resident copy: the kernels' compute ceiling
     std::int64_t prefetch_bytes = -1;  // CpuTuning::prefetch_bytes; -1: its default
+    // Stand in for an AVX2 + AVX-VNNI machine (Alder Lake and later client cores) on an
+    // AVX-512 one: Highway kernels at their AVX2 target, split-int8 at AVX-VNNI.
+    bool avx2 = false;
 };
 
 bool wanted(const Options& o, const std::string& name) {
@@ -287,6 +292,8 @@ int main(int argc, char** argv) {
             opt.filter = argv[++i];
         } else if (a == "--hot") {
             opt.hot = true;
+        } else if (a == "--avx2") {
+            opt.avx2 = true;
         } else if (a == "--json" && i + 1 < argc) {
             opt.json_path = argv[++i];
         } else if (a == "--prefetch" && i + 1 < argc) {
@@ -294,7 +301,7 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: kernels_bench [--threads N] [--quick] [--filter TEXT] "
-                         "[--json FILE] [--hot] [--prefetch BYTES]\n");
+                         "[--json FILE] [--hot] [--prefetch BYTES] [--avx2]\n");
             return 2;
         }
     }
@@ -304,8 +311,10 @@ int main(int argc, char** argv) {
     // Kernel variants of quantized decode. "serving" is what make_backend gives: split-int8
     // activations where the CPU has AVX-512 VNNI, else "grouped", the f32 kernels (labelled
     // " [f32]"), from which the other variants below are derived.
+    if (opt.avx2) hwy::SetSupportedTargetsForTest(HWY_AVX2);
     CpuTuning serving;
     serving.int16_activations = false;
+    if (opt.avx2) serving.split_int8_variant = brigade::model::cpu::SplitInt8Variant::kAvxVnni;
     if (opt.prefetch_bytes >= 0) serving.prefetch_bytes = opt.prefetch_bytes;
     CpuTuning grouped = serving;
     grouped.split_int8_activations = false;
@@ -328,6 +337,16 @@ int main(int argc, char** argv) {
         int8_backends.emplace_back(
             std::make_unique<CpuBackend>(BackendOptions{opt.threads}, int8),
             std::string(" [int8 ") + brigade::model::cpu::int8_variant_name(variant) + "]");
+    }
+    // The split-int8 path in each instruction set this CPU runs (4-bit), labelled
+    // " [split <variant>]".
+    std::vector<std::pair<std::unique_ptr<CpuBackend>, std::string>> split_int8_backends;
+    for (auto variant : brigade::model::cpu::split_int8_variants_available()) {
+        CpuTuning split = serving;
+        split.split_int8_variant = variant;
+        split_int8_backends.emplace_back(
+            std::make_unique<CpuBackend>(BackendOptions{opt.threads}, split),
+            std::string(" [split ") + brigade::model::cpu::split_int8_variant_name(variant) + "]");
     }
     // Software prefetch distance of the decode kernels: none and 1 KiB beside the default.
     CpuTuning no_prefetch = grouped;
@@ -436,6 +455,11 @@ int main(int argc, char** argv) {
             report(
                 {name + " [1 row]", bytes / t_one / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             if (f.bits == 4) {
+                for (auto& [b, label] : split_int8_backends) {
+                    const double ts = time_matmul(*b, copies, x.data(), 1, y.data(), rounds, calls);
+                    report(
+                        {name + label, bytes / ts / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+                }
                 const double tl =
                     time_matmul(no_lookup_backend, copies, x.data(), 1, y.data(), rounds, calls);
                 report({name + " [no lookup]", bytes / tl / 1e9, "GB/s", bandwidth,

@@ -177,12 +177,12 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         // for the int16 quantizer.
         const auto total_groups = static_cast<std::int64_t>(n_groups);
         if (n * w.cols < 32768) {
-            split_activations_int8(w, x, 0, total_groups, s.digits.data(), s.digit_unit.data(),
-                                   s.digit_sum.data());
+            split_activations_int8(tuning_.split_int8_variant, w, x, 0, total_groups,
+                                   s.digits.data(), s.digit_unit.data(), s.digit_sum.data());
         } else {
             parallel_ranges(total_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
-                split_activations_int8(w, x, begin, end, s.digits.data(), s.digit_unit.data(),
-                                       s.digit_sum.data());
+                split_activations_int8(tuning_.split_int8_variant, w, x, begin, end,
+                                       s.digits.data(), s.digit_unit.data(), s.digit_sum.data());
             });
         }
         in.kernel = DecodeInput::Kernel::kSplitInt8;
@@ -247,7 +247,8 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
             gemv_rows_grouped(w, in.grouped, n, row_begin, row_end, bias, y, w.rows);
             return;
         case DecodeInput::Kernel::kSplitInt8:
-            gemv_rows_split_int8(w, in.split, row_begin, row_end, bias, y);
+            gemv_rows_split_int8(tuning_.split_int8_variant, w, in.split, row_begin, row_end, bias,
+                                 y);
             return;
         case DecodeInput::Kernel::kInt8:
             gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,

@@ -107,21 +107,35 @@ struct SplitInt8Activations {
     const float* sum = nullptr;           // [n, n_groups]: f32 sums of the unrounded x
     std::int64_t prefetch_bytes = 0;      // software prefetch distance in the codes; 0 = none
 };
-// Whether this CPU runs the split-int8 kernel and it takes w (MLX affine 4 bits, groups of 32,
-// 64 or 128, F32/F16/BF16 scales).
+// Instruction sets of the split-int8 kernels, picked at run time (tests and benches force each).
+enum class SplitInt8Variant : int {
+    kAuto,        // the best this machine runs
+    kAvxVnni,     // AVX2 + AVX-VNNI: 32 code bytes a step (Alder Lake and later client cores)
+    kAvx512Vnni,  // AVX-512 VNNI: 64 code bytes a step
+};
+const char* split_int8_variant_name(SplitInt8Variant variant);
+// The variants this machine runs, the best last (empty: no split-int8 here).
+std::vector<SplitInt8Variant> split_int8_variants_available();
+// `requested`, or the best available when it is kAuto or this machine cannot run it (kAuto
+// when none runs).
+SplitInt8Variant split_int8_resolve_variant(SplitInt8Variant requested);
+// Whether this CPU runs a split-int8 kernel and it takes w (MLX affine 4 bits, groups of 32, 64
+// or 128, F32/F16/BF16 scales).
 bool split_int8_kernel_supports(const WeightMatrix& w);
 // Bytes of `digits` per token for w.
 std::int64_t split_int8_token_bytes(const WeightMatrix& w);
 // Splits groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group
-// i % n_groups) into digits, unit and sum. Only where split_int8_kernel_supports(w).
-void split_activations_int8(const WeightMatrix& w, const float* x, std::int64_t begin,
-                            std::int64_t end, std::int8_t* digits, float* unit, float* sum);
+// i % n_groups) into digits, unit and sum. Only where split_int8_kernel_supports(w); every
+// variant writes the same digits.
+void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, const float* x,
+                            std::int64_t begin, std::int64_t end, std::int8_t* digits, float* unit,
+                            float* sum);
 // y[r] = dot(x, W[r, :]) (+ bias[r]) for rows [row_begin, row_end) of a w that
 // split_int8_kernel_supports, one token (with 2-4 the f32 kernels decode each code once for all
 // of them and are faster).
-void gemv_rows_split_int8(const WeightMatrix& w, const SplitInt8Activations& xa,
-                          std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                          float* y);
+void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
+                          const SplitInt8Activations& xa, std::int64_t row_begin,
+                          std::int64_t row_end, const WeightVector* bias, float* y);
 
 // Activations of a 4- or 8-bit quantized-weight GEMV as int8 with integer dot products
 // (matmul_int8*.cpp; opt-in, CpuTuning::int8_activations). Each weight group g of a token's x

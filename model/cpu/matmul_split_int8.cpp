@@ -39,12 +39,12 @@
 // chunk zero-padded); per chunk digit 0 to 3 in turn, each 128 bytes: the 64 even elements,
 // then the 64 odd ones.
 
+#include "model/cpu/matmul_split_int8.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "model/cpu/kernels.hpp"
-#include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, cpu_has_avx512_vnni
 #include "model/cpu/tile_prefetch.hpp"
 #include "model/cpu/weight_decode.hpp"
 
@@ -54,25 +54,9 @@
 #endif
 
 namespace brigade::model::cpu {
-namespace {
-
-constexpr int kDigits = 4;
-// Where digit k sits below d0, in bits: x ≈ step · Σ_k d_k · 2^-kPosition[k].
-constexpr int kPosition[kDigits] = {0, 6, 12, 17};
-// `unit` (A's last place) in steps.
-constexpr float kUnitInSteps = 1.0f / (1 << 17);
-constexpr std::int64_t kChunkBytes = 64;        // code bytes per load
-constexpr std::int64_t kChunkElems = 128;       // their elements
-constexpr std::int64_t kChunkDigitBytes = 512;  // their digits: 4 x (64 even + 64 odd)
-// Groups whose scales are widened (and factors computed) per pass over a row tile.
-constexpr std::int64_t kFactorGroups = 64;
-
-std::int64_t n_chunks(const WeightMatrix& w) { return (w.cols + kChunkElems - 1) / kChunkElems; }
-
-}  // namespace
 
 std::int64_t split_int8_token_bytes(const WeightMatrix& w) {
-    return n_chunks(w) * kChunkDigitBytes;
+    return split_int8::n_chunks(w) * split_int8::kChunkDigitBytes;
 }
 
 #if BRIGADE_INT8_X86
@@ -115,8 +99,8 @@ inline void store_digits(__m512 x, __m512 inv, __m512 step, std::int8_t* dst) {
     }
 }
 
-void split(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-           std::int8_t* digits, float* unit, float* sum) {
+void split_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                  std::int8_t* digits, float* unit, float* sum) {
     const std::int64_t group = w.group_size, cols = w.cols;
     const std::int64_t n_groups = cols / group;
     const std::int64_t token_bytes = split_int8_token_bytes(w);
@@ -150,26 +134,9 @@ void split(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64
             store_digits(_mm512_permutex2var_ps(a, even, b), vinv, vstep, base + byte);
             store_digits(_mm512_permutex2var_ps(a, odd, b), vinv, vstep, base + 64 + byte);
         }
-        // The last group of a token zeroes the padding of its chunk, so that padded codes
-        // (loaded as zero) meet zero digits.
-        const std::int64_t used_bytes = cols % kChunkElems / 2;
-        if (g == n_groups - 1 && used_bytes != 0) {
-            std::int8_t* base = token + (n_chunks(w) - 1) * kChunkDigitBytes;
-            for (int half = 0; half < 2 * kDigits; ++half) {
-                std::memset(base + half * 64 + used_bytes, 0,
-                            static_cast<std::size_t>(64 - used_bytes));
-            }
-        }
+        if (g == n_groups - 1) zero_padding(w, token);
     }
 }
-
-// What a row tile needs of one matmul.
-struct Tile {
-    const WeightMatrix& w;
-    const SplitInt8Activations& xa;
-    std::int64_t n_groups;
-    int group_shift;  // log2(group size)
-};
 
 // A chunk's digits: 4 digits x (even elements, odd ones).
 struct ChunkDigits {
@@ -283,41 +250,71 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     }
 }
 
-template <bool SHARED>
-void rows(const Tile& m, std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-          float* y) {
-    const bool has_bias = bias != nullptr && bias->valid();
-    float out[4];
-    std::int64_t r = row_begin;
-    // 4 rows share each chunk's digits (4 registers a row, 8 digit vectors).
-    while (r < row_end) {
-        const std::int64_t n_rows = row_end - r >= 4 ? 4 : 1;
-        if (n_rows == 4) {
-            dot_tile<4, SHARED>(m, r, out);
-        } else {
-            dot_tile<1, SHARED>(m, r, out);
-        }
-        for (std::int64_t i = 0; i < n_rows; ++i) {
-            y[r + i] = out[i] + (has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f);
-        }
-        r += n_rows;
-    }
-}
-
-void gemv(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-          std::int64_t row_end, const WeightVector* bias, float* y) {
-    const int shift = w.group_size == 32 ? 5 : (w.group_size == 64 ? 6 : 7);
-    const Tile m{w, xa, w.cols / w.group_size, shift};
+void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
+                 std::int64_t row_end, const WeightVector* bias, float* y) {
+    const Tile m{w, xa, w.cols / w.group_size, group_shift(w)};
     // Groups of 32 and 64: more than one per 128-element chunk.
+    // The lambdas only call the tiles (no vector code of their own), so the target region need
+    // not reach them.
     if (w.group_size < kChunkElems) {
-        rows<true>(m, row_begin, row_end, bias, y);
+        for_each_row_tile(row_begin, row_end, bias, y,
+                          [&](std::int64_t r, std::int64_t n, float* out) {
+                              n == 4 ? dot_tile<4, true>(m, r, out) : dot_tile<1, true>(m, r, out);
+                          });
     } else {
-        rows<false>(m, row_begin, row_end, bias, y);
+        for_each_row_tile(
+            row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float* out) {
+                n == 4 ? dot_tile<4, false>(m, r, out) : dot_tile<1, false>(m, r, out);
+            });
     }
 }
 
 }  // namespace split_int8
 HWY_POP_ATTRIBUTES
+
+namespace {
+
+bool variant_runs_here(SplitInt8Variant v) {
+    switch (v) {
+        case SplitInt8Variant::kAvxVnni:
+            return int8_detail::cpu_has_avx_vnni();
+        case SplitInt8Variant::kAvx512Vnni:
+            return int8_detail::cpu_has_avx512_vnni();
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+const char* split_int8_variant_name(SplitInt8Variant variant) {
+    switch (variant) {
+        case SplitInt8Variant::kAvxVnni:
+            return "avx-vnni";
+        case SplitInt8Variant::kAvx512Vnni:
+            return "avx512-vnni";
+        default:
+            return "auto";
+    }
+}
+
+std::vector<SplitInt8Variant> split_int8_variants_available() {
+    std::vector<SplitInt8Variant> out;
+    // Best last: 64 code bytes a step beat 32.
+    for (auto v : {SplitInt8Variant::kAvxVnni, SplitInt8Variant::kAvx512Vnni}) {
+        if (variant_runs_here(v)) out.push_back(v);
+    }
+    return out;
+}
+
+SplitInt8Variant split_int8_resolve_variant(SplitInt8Variant requested) {
+    if (requested != SplitInt8Variant::kAuto && variant_runs_here(requested)) return requested;
+    static const SplitInt8Variant best = [] {
+        const auto all = split_int8_variants_available();
+        return all.empty() ? SplitInt8Variant::kAuto : all.back();
+    }();
+    return best;
+}
 
 bool split_int8_kernel_supports(const WeightMatrix& w) {
     const bool format = w.quantized() && w.bits == 4 &&
@@ -325,27 +322,37 @@ bool split_int8_kernel_supports(const WeightMatrix& w) {
                         w.cols % w.group_size == 0 &&
                         (w.scale_dtype == DType::kF32 || w.scale_dtype == DType::kF16 ||
                          w.scale_dtype == DType::kBF16);
-    return format && int8_detail::cpu_has_avx512_vnni();
+    return format && split_int8_resolve_variant(SplitInt8Variant::kAuto) != SplitInt8Variant::kAuto;
 }
 
-void split_activations_int8(const WeightMatrix& w, const float* x, std::int64_t begin,
-                            std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
-    split_int8::split(w, x, begin, end, digits, unit, sum);
+void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, const float* x,
+                            std::int64_t begin, std::int64_t end, std::int8_t* digits, float* unit,
+                            float* sum) {
+    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
+        return split_int8::split_avx512(w, x, begin, end, digits, unit, sum);
+    }
+    split_int8::split_avx2(w, x, begin, end, digits, unit, sum);
 }
 
-void gemv_rows_split_int8(const WeightMatrix& w, const SplitInt8Activations& xa,
-                          std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                          float* y) {
-    split_int8::gemv(w, xa, row_begin, row_end, bias, y);
+void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
+                          const SplitInt8Activations& xa, std::int64_t row_begin,
+                          std::int64_t row_end, const WeightVector* bias, float* y) {
+    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
+        return split_int8::gemv_avx512(w, xa, row_begin, row_end, bias, y);
+    }
+    split_int8::gemv_avx_vnni(w, xa, row_begin, row_end, bias, y);
 }
 
 #else  // not x86: no kernel, callers check split_int8_kernel_supports first
 
+const char* split_int8_variant_name(SplitInt8Variant) { return "auto"; }
+std::vector<SplitInt8Variant> split_int8_variants_available() { return {}; }
+SplitInt8Variant split_int8_resolve_variant(SplitInt8Variant) { return SplitInt8Variant::kAuto; }
 bool split_int8_kernel_supports(const WeightMatrix&) { return false; }
-void split_activations_int8(const WeightMatrix&, const float*, std::int64_t, std::int64_t,
-                            std::int8_t*, float*, float*) {}
-void gemv_rows_split_int8(const WeightMatrix&, const SplitInt8Activations&, std::int64_t,
-                          std::int64_t, const WeightVector*, float*) {}
+void split_activations_int8(SplitInt8Variant, const WeightMatrix&, const float*, std::int64_t,
+                            std::int64_t, std::int8_t*, float*, float*) {}
+void gemv_rows_split_int8(SplitInt8Variant, const WeightMatrix&, const SplitInt8Activations&,
+                          std::int64_t, std::int64_t, const WeightVector*, float*) {}
 
 #endif  // BRIGADE_INT8_X86
 

@@ -10,8 +10,8 @@
 // The int16-activation decode path (matmul_int16.cpp) additionally rounds each x to a step of
 // max|x_g|/32767 per weight group g; its tolerance adds the exact worst case of that rounding,
 // sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes. The split-int8
-// path (matmul_split_int8.cpp, AVX-512 VNNI, 4-bit) rounds to max|x_g|/(127 * 2^17) and adds
-// the same term for that step.
+// path (matmul_split_int8.cpp, AVX-512 VNNI or AVX-VNNI, 4-bit) rounds to max|x_g|/(127 * 2^17) and
+// adds the same term for that step.
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
@@ -276,18 +276,23 @@ TEST(CpuMatmul, DecodeKernelsInt16ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
-// Split-int8 activations (AVX-512 VNNI): every format the kernel takes (4-bit, one token),
-// partial 64-byte chunks (rows of 96, 160 and 352 columns), 1-3 threads; the other formats and
-// n > 1 take the f32 kernels.
+// Split-int8 activations, each instruction set this CPU runs (AVX-512 VNNI, AVX-VNNI): every
+// format the kernel takes (4-bit, one token), partial chunks (rows of 96, 160 and 352 columns),
+// 1-3 threads; the other formats and n > 1 take the f32 kernels.
 TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
-    if (!split_int8_kernel_supports(test::make_quant_weight(4, 64, DType::kBF16, 1, 64, 1, 0).view))
-        GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the split-int8 kernels do not run here";
-    CpuTuning tuning;
-    tuning.int16_activations = false;
-    for (int threads : {1, 2, 3}) {
-        CpuBackend cpu(BackendOptions{threads}, tuning);
-        run_matmul_cases(cpu, "split-int8 threads=" + std::to_string(threads), {1, 2, 3, 4, 5, 9},
-                         Rounding::kSplitInt8);
+    if (split_int8_variants_available().empty())
+        GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        CpuTuning tuning;
+        tuning.int16_activations = false;
+        tuning.split_int8_variant = variant;
+        for (int threads : {1, 2, 3}) {
+            CpuBackend cpu(BackendOptions{threads}, tuning);
+            run_matmul_cases(cpu,
+                             std::string("split-int8 ") + split_int8_variant_name(variant) +
+                                 " threads=" + std::to_string(threads),
+                             {1, 2, 3, 4, 5, 9}, Rounding::kSplitInt8);
+        }
     }
 }
 

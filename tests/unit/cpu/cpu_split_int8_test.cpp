@@ -1,14 +1,15 @@
-// Split-int8 activations (matmul_split_int8.cpp, 4-bit weights): the digits each activation is
-// split into,
+// Split-int8 activations (matmul_split_int8*.cpp, 4-bit weights), each instruction set this CPU
+// runs: the digits each activation is split into,
 // read back through the layout the file documents, and the kernels on zero, extreme and
 // non-finite groups. Their products against the reference on every format are in
 // cpu_matmul_test.cpp (DecodeKernelsSplitInt8AllFormatsAndThreadCounts). These tests need
-// AVX-512 VNNI and skip, saying so, without it.
+// AVX-512 VNNI or AVX-VNNI and skip, saying so, without either.
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -20,13 +21,9 @@
 namespace brigade::model::cpu {
 namespace {
 
-bool kernel_runs_here() {
-    return split_int8_kernel_supports(
-        test::make_quant_weight(4, 64, DType::kBF16, 1, 64, 1, 0).view);
-}
-#define SKIP_WITHOUT_VNNI()  \
-    if (!kernel_runs_here()) \
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the split-int8 kernels do not run here"
+#define SKIP_WITHOUT_VNNI()                      \
+    if (split_int8_variants_available().empty()) \
+    GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel"
 
 // Digit k of element e of token t, read by the documented layout: chunks of 128 elements, 4
 // digits a chunk, each 64 bytes of even elements, then 64 of odd ones.
@@ -45,19 +42,20 @@ struct Split {
 
 // Splits all groups of x[n, w.cols], in two calls (the second half of the groups first) when
 // `halves`, as the backend's threads may.
-Split split_all(const WeightMatrix& w, const std::vector<float>& x, std::int64_t n, bool halves) {
+Split split_all(const WeightMatrix& w, const std::vector<float>& x, std::int64_t n, bool halves,
+                SplitInt8Variant variant) {
     const std::int64_t groups = n * (w.cols / w.group_size);
     Split s;
     s.digits.assign(static_cast<std::size_t>(n * split_int8_token_bytes(w)), 99);
     s.unit.assign(static_cast<std::size_t>(groups), NAN);
     s.sum.assign(static_cast<std::size_t>(groups), NAN);
     if (halves) {
-        split_activations_int8(w, x.data(), groups / 2, groups, s.digits.data(), s.unit.data(),
-                               s.sum.data());
-        split_activations_int8(w, x.data(), 0, groups / 2, s.digits.data(), s.unit.data(),
+        split_activations_int8(variant, w, x.data(), groups / 2, groups, s.digits.data(),
+                               s.unit.data(), s.sum.data());
+        split_activations_int8(variant, w, x.data(), 0, groups / 2, s.digits.data(), s.unit.data(),
                                s.sum.data());
     } else {
-        split_activations_int8(w, x.data(), 0, groups, s.digits.data(), s.unit.data(),
+        split_activations_int8(variant, w, x.data(), 0, groups, s.digits.data(), s.unit.data(),
                                s.sum.data());
     }
     return s;
@@ -80,9 +78,14 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
                 for (std::int64_t c = 0; c < group; ++c) x[cols + c] = 0.0f;
                 const std::string what = "q" + std::to_string(bits) + " g" + std::to_string(group) +
                                          " cols=" + std::to_string(cols);
-                const Split s = split_all(w.view, x, n, /*halves=*/false);
-                const Split h = split_all(w.view, x, n, /*halves=*/true);
-                ASSERT_EQ(s.digits, h.digits) << what;
+                // Every variant's quantizer gives the same digits, in one call or two.
+                const auto variants = split_int8_variants_available();
+                const Split s = split_all(w.view, x, n, /*halves=*/false, variants.back());
+                for (SplitInt8Variant v : variants) {
+                    const Split h = split_all(w.view, x, n, /*halves=*/true, v);
+                    ASSERT_EQ(s.digits, h.digits) << what << " " << split_int8_variant_name(v);
+                    ASSERT_EQ(s.unit, h.unit) << what << " " << split_int8_variant_name(v);
+                }
                 int failures = 0;
                 const std::int64_t n_groups = cols / group;
                 for (std::int64_t t = 0; t < n && failures < 5; ++t) {
@@ -144,24 +147,65 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
 TEST(SplitInt8, ZeroGroupsGiveZeroAndAHugeLaneLeavesTheRestNegligible) {
     SKIP_WITHOUT_VNNI();
     auto ref = make_backend(BackendKind::kReference).value();
-    CpuTuning tuning;
-    tuning.int16_activations = false;
-    CpuBackend cpu(BackendOptions{2}, tuning);
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        CpuTuning tuning;
+        tuning.int16_activations = false;
+        tuning.split_int8_variant = variant;
+        CpuBackend cpu(BackendOptions{2}, tuning);
+        for (int group : {32, 64, 128}) {
+            auto w = test::make_quant_weight(4, group, DType::kBF16, 11, 256, 6, 1);
+            // One token at a time (the split path takes one): all zero, then one huge lane per
+            // group of 64 among tiny ones.
+            std::vector<float> zero(256, 0.0f), huge(256);
+            for (int c = 0; c < 256; ++c) huge[c] = c % 64 == 9 ? -1e30f : 1e-30f;
+            std::vector<float> y(11), expect(11);
+            cpu.matmul(w.view, zero.data(), 1, y.data());
+            for (int r = 0; r < 11; ++r) EXPECT_EQ(y[r], 0.0f) << "group=" << group << " r=" << r;
+            cpu.matmul(w.view, huge.data(), 1, y.data());
+            ref->matmul(w.view, huge.data(), 1, expect.data());
+            for (int r = 0; r < 11; ++r) {
+                EXPECT_NE(expect[r], 0.0f);
+                EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
+                    << split_int8_variant_name(variant) << " group=" << group << " r=" << r;
+            }
+        }
+    }
+}
+
+// Activations far below their group's largest one live in the last digit alone: each group's
+// element 0 is 1 (step 1/127) and meets a zero code and zero bias; the others are k · unit,
+// |k| <= 16, so d0 = d1 = d2 = 0 and d3 = k exactly, and the output is Σ scale · q · k · unit.
+// A kernel that mixed up the last digit's even and odd halves or positions gets it wrong by
+// its own size, where elsewhere that digit hides under the f32 tolerance.
+TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
+    SKIP_WITHOUT_VNNI();
+    auto ref = make_backend(BackendKind::kReference).value();
+    const std::int64_t rows = 9, cols = 384;
     for (int group : {32, 64, 128}) {
-        auto w = test::make_quant_weight(4, group, DType::kBF16, 11, 256, 6, 1);
-        // One token at a time (the split path takes one): all zero, then one huge lane per
-        // group of 64 among tiny ones.
-        std::vector<float> zero(256, 0.0f), huge(256);
-        for (int c = 0; c < 256; ++c) huge[c] = c % 64 == 9 ? -1e30f : 1e-30f;
-        std::vector<float> y(11), expect(11);
-        cpu.matmul(w.view, zero.data(), 1, y.data());
-        for (int r = 0; r < 11; ++r) EXPECT_EQ(y[r], 0.0f) << "group=" << group << " r=" << r;
-        cpu.matmul(w.view, huge.data(), 1, y.data());
-        ref->matmul(w.view, huge.data(), 1, expect.data());
-        for (int r = 0; r < 11; ++r) {
-            EXPECT_NE(expect[r], 0.0f);
-            EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
-                << "group=" << group << " r=" << r;
+        auto w = test::make_quant_weight(4, group, DType::kBF16, rows, cols, 11, 0);
+        std::fill(w.biases.begin(), w.biases.end(), std::uint8_t{0});
+        auto* codes = static_cast<std::uint8_t*>(const_cast<void*>(w.view.data));
+        for (std::int64_t r = 0; r < rows; ++r) {
+            for (std::int64_t c = 0; c < cols; c += group) codes[(r * cols + c) / 2] &= 0xF0;
+        }
+        const float unit = 1.0f / 127.0f / 131072.0f;
+        std::vector<float> x(static_cast<std::size_t>(cols));
+        for (std::int64_t c = 0; c < cols; ++c) {
+            x[c] = c % group == 0 ? 1.0f : static_cast<float>((c * 7) % 33 - 16) * unit;
+        }
+        std::vector<float> expect(rows), y(rows);
+        ref->matmul(w.view, x.data(), 1, expect.data());
+        for (SplitInt8Variant variant : split_int8_variants_available()) {
+            CpuTuning tuning;
+            tuning.int16_activations = false;
+            tuning.split_int8_variant = variant;
+            CpuBackend cpu(BackendOptions{2}, tuning);
+            cpu.matmul(w.view, x.data(), 1, y.data());
+            for (std::int64_t r = 0; r < rows; ++r) {
+                EXPECT_NE(expect[r], 0.0f);
+                EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
+                    << split_int8_variant_name(variant) << " group=" << group << " r=" << r;
+            }
         }
     }
 }
@@ -184,29 +228,35 @@ TEST(SplitInt8, ReadsNoCodeBytePastTheLastRow) {
     WeightMatrix at_end = w.view;
     at_end.data = codes;
     const auto x = test::random_floats(cols, 3);
-    Split s = split_all(at_end, x, 1, false);
-    std::vector<float> y(rows), expect(rows);
-    gemv_rows_split_int8(at_end, {s.digits.data(), s.unit.data(), s.sum.data(), 0}, 0, rows,
-                         nullptr, y.data());
     auto ref = make_backend(BackendKind::kReference).value();
+    std::vector<float> y(rows), expect(rows);
     ref->matmul(w.view, x.data(), 1, expect.data());
-    for (std::int64_t r = 0; r < rows; ++r) {
-        EXPECT_NEAR(y[r], expect[r], 1e-5 * (1.0 + std::abs(expect[r]))) << r;
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        Split s = split_all(at_end, x, 1, false, variant);
+        gemv_rows_split_int8(variant, at_end, {s.digits.data(), s.unit.data(), s.sum.data(), 0}, 0,
+                             rows, nullptr, y.data());
+        for (std::int64_t r = 0; r < rows; ++r) {
+            EXPECT_NEAR(y[r], expect[r], 1e-5 * (1.0 + std::abs(expect[r])))
+                << split_int8_variant_name(variant) << " " << r;
+        }
     }
     munmap(mem, 2 * page);
 }
 
 TEST(SplitInt8, ANanActivationMakesTheOutputsNan) {
     SKIP_WITHOUT_VNNI();
-    CpuTuning tuning;
-    tuning.int16_activations = false;
-    CpuBackend cpu(BackendOptions{1}, tuning);
-    auto w = test::make_quant_weight(4, 64, DType::kBF16, 5, 128, 2, 0);
-    auto x = test::random_floats(128, 4);
-    x[70] = NAN;
-    std::vector<float> y(5);
-    cpu.matmul(w.view, x.data(), 1, y.data());
-    for (float v : y) EXPECT_TRUE(std::isnan(v)) << v;
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        CpuTuning tuning;
+        tuning.int16_activations = false;
+        tuning.split_int8_variant = variant;
+        CpuBackend cpu(BackendOptions{1}, tuning);
+        auto w = test::make_quant_weight(4, 64, DType::kBF16, 5, 128, 2, 0);
+        auto x = test::random_floats(128, 4);
+        x[70] = NAN;
+        std::vector<float> y(5);
+        cpu.matmul(w.view, x.data(), 1, y.data());
+        for (float v : y) EXPECT_TRUE(std::isnan(v)) << split_int8_variant_name(variant) << v;
+    }
 }
 
 }  // namespace

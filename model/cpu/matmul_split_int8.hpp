@@ -1,0 +1,83 @@
+#pragma once
+// Internals of the split-int8 decode GEMV shared by matmul_split_int8.cpp (the why, the layout,
+// selection, AVX-512 VNNI) and matmul_split_int8_avx2.cpp (AVX-VNNI, 256-bit). The public entry
+// points are in kernels.hpp.
+
+#include <cstdint>
+#include <cstring>
+
+#include "model/cpu/kernels.hpp"
+#include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, the CPU feature checks
+#include "model/cpu/weight_decode.hpp"
+
+namespace brigade::model::cpu::split_int8 {
+
+inline constexpr int kDigits = 4;
+// Where digit k sits below d0, in bits: x ≈ step · Σ_k d_k · 2^-kPosition[k].
+inline constexpr int kPosition[kDigits] = {0, 6, 12, 17};
+// `unit` (the last place of a lane's sum) in steps.
+inline constexpr float kUnitInSteps = 1.0f / (1 << 17);
+inline constexpr std::int64_t kChunkBytes = 64;        // code bytes of a chunk
+inline constexpr std::int64_t kChunkElems = 128;       // their elements
+inline constexpr std::int64_t kChunkDigitBytes = 512;  // their digits: 4 x (64 even + 64 odd)
+// Groups whose scales are widened (and factors computed) per pass over a row tile.
+inline constexpr std::int64_t kFactorGroups = 64;
+
+inline std::int64_t n_chunks(const WeightMatrix& w) {
+    return (w.cols + kChunkElems - 1) / kChunkElems;
+}
+inline int group_shift(const WeightMatrix& w) {
+    return w.group_size == 32 ? 5 : (w.group_size == 64 ? 6 : 7);
+}
+
+// What a row tile needs of one matmul.
+struct Tile {
+    const WeightMatrix& w;
+    const SplitInt8Activations& xa;
+    std::int64_t n_groups;
+    int group_shift;
+};
+
+// After a token's last group: zeroes the digits past the row's end in its last chunk, so that
+// the padded codes (loaded as zero) meet zero digits. `token`: the token's digits.
+inline void zero_padding(const WeightMatrix& w, std::int8_t* token) {
+    const std::int64_t used_bytes = w.cols % kChunkElems / 2;
+    if (used_bytes == 0) return;
+    std::int8_t* base = token + (n_chunks(w) - 1) * kChunkDigitBytes;
+    for (int half = 0; half < 2 * kDigits; ++half) {
+        std::memset(base + half * 64 + used_bytes, 0, static_cast<std::size_t>(64 - used_bytes));
+    }
+}
+
+// Rows [row_begin, row_end) in tiles of 4 rows, then single ones: tile(r, n_rows, out) fills
+// out[0, n_rows) with rows r.. · x; the bias is added here and y[r..] written.
+template <class TileFn>
+void for_each_row_tile(std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, TileFn&& tile) {
+    const bool has_bias = bias != nullptr && bias->valid();
+    float out[4];
+    for (std::int64_t r = row_begin; r < row_end;) {
+        const std::int64_t n_rows = row_end - r >= 4 ? 4 : 1;
+        tile(r, n_rows, out);
+        for (std::int64_t i = 0; i < n_rows; ++i) {
+            y[r + i] = out[i] + (has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f);
+        }
+        r += n_rows;
+    }
+}
+
+#if BRIGADE_INT8_X86
+// AVX-512 (F, BW, VL, VNNI): 64 code bytes a step.
+void split_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                  std::int8_t* digits, float* unit, float* sum);
+void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
+                 std::int64_t row_end, const WeightVector* bias, float* y);
+// AVX2 + AVX-VNNI: 32 code bytes a step. The AVX2 quantizer gives the AVX-512 one's digits bit
+// for bit (the same f32 operations), its sums in another order.
+void split_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                std::int8_t* digits, float* unit, float* sum);
+void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
+                   std::int64_t row_end, const WeightVector* bias, float* y);
+#endif
+
+}  // namespace brigade::model::cpu::split_int8
