@@ -115,8 +115,8 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    __m256 f[R], bias_acc[R];
-    for (int i = 0; i < R; ++i) f[i] = bias_acc[i] = _mm256_setzero_ps();
+    __m256 f[R];  // each row's sum, the bias terms included
+    for (int i = 0; i < R; ++i) f[i] = _mm256_setzero_ps();
     // scale · unit per row and group of the pass, then zeros (a short last half-chunk of
     // groups of 32 picks a factor past the last group for its missing elements).
     alignas(32) float factor[R][kFactorGroups + 8];
@@ -131,16 +131,14 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
                 const __m256 bias = load_affine8(w.scale_dtype, w.biases, at + g);
                 _mm256_store_ps(factor[i] + g,
                                 _mm256_mul_ps(scale, _mm256_loadu_ps(m.xa.unit + g0 + g)));
-                bias_acc[i] =
-                    _mm256_fmadd_ps(bias, _mm256_loadu_ps(m.xa.sum + g0 + g), bias_acc[i]);
+                f[i] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(m.xa.sum + g0 + g), f[i]);
             }
             float bias_tail = 0.0f;
             for (; g < count; ++g) {
                 factor[i][g] = load_scalar(w.scale_dtype, w.scales, at + g) * m.xa.unit[g0 + g];
                 bias_tail += load_scalar(w.scale_dtype, w.biases, at + g) * m.xa.sum[g0 + g];
             }
-            bias_acc[i] =
-                _mm256_add_ps(bias_acc[i], _mm256_setr_ps(bias_tail, 0, 0, 0, 0, 0, 0, 0));
+            f[i] = _mm256_add_ps(f[i], _mm256_setr_ps(bias_tail, 0, 0, 0, 0, 0, 0, 0));
             _mm_storeu_ps(factor[i] + count, _mm_setzero_ps());
         }
         // Half-chunks [h_begin, h_end) of the pass: 64 elements each.
@@ -166,7 +164,7 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             }
         }
     }
-    for (int i = 0; i < R; ++i) out[i] = hsum(f[i]) + hsum(bias_acc[i]);
+    for (int i = 0; i < R; ++i) out[i] = hsum(f[i]);
 }
 
 }  // namespace
