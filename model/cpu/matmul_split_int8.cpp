@@ -61,6 +61,14 @@ std::int64_t split_int8_token_bytes(const WeightMatrix& w) {
 
 #if BRIGADE_INT8_X86
 
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_* vectors to their masked forms, which
+// -Wmaybe-uninitialized and -Wuninitialized report at every use (GCC bug 105593, fixed in
+// GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 namespace split_int8 {
 
@@ -263,6 +271,9 @@ void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int
 
 }  // namespace split_int8
 HWY_POP_ATTRIBUTES
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace {
 
