@@ -35,6 +35,7 @@ struct RunArgs {
     int threads = 0;
     bool int8_activations = false;
     bool int16_activations = false;
+    bool f32_activations = false;
     std::string logits_out;
     std::string layers;
     std::string hidden_in;
@@ -295,6 +296,7 @@ int run_command(const RunArgs& args) {
     backend_options.n_threads = args.threads;
     backend_options.cpu_int8_activations = args.int8_activations;
     backend_options.cpu_int16_activations = args.int16_activations;
+    backend_options.cpu_split_int8_activations = !args.f32_activations;
     auto backend = model::make_backend(kind, backend_options);
     if (!backend) return fail(backend.error().message);
 
@@ -329,6 +331,7 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
+    sub->add_flag("--f32-activations", args->f32_activations, kF32ActivationsHelp);
     sub->add_flag("--int16-activations", args->int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "
                   "activations to int16 per weight group and use integer dot products (4/8-bit: "

@@ -258,6 +258,7 @@ int serve_command(const ServeArgs& args) {
     stage_options.n_threads = args.model.n_threads;
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;
+    stage_options.f32_activations = args.model.f32_activations;
     stage_options.memory_bytes = memory_bytes;
 
     PipelineHeadOptions head;
@@ -457,6 +458,7 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
+    sub->add_flag("--f32-activations", args->model.f32_activations, kF32ActivationsHelp);
     sub->add_flag("--int16-activations", args->model.int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "
                   "activations to int16 per weight group and use integer dot products (4/8-bit: "

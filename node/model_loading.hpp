@@ -25,6 +25,7 @@ struct ServeModelOptions {
     int n_threads = 0;                 // --threads; 0 = all cores
     bool int8_activations = false;     // --int8-activations (BackendOptions)
     bool int16_activations = false;    // --int16-activations (BackendOptions)
+    bool f32_activations = false;      // --f32-activations (BackendOptions)
     std::string backend = "cpu";       // cpu | reference
 };
 
@@ -33,6 +34,7 @@ struct StageLoadOptions {
     int n_threads = 0;               // 0 = all cores
     bool int8_activations = false;   // BackendOptions::cpu_int8_activations
     bool int16_activations = false;  // BackendOptions::cpu_int16_activations
+    bool f32_activations = false;    // not BackendOptions::cpu_split_int8_activations
     // Memory offered for the stage's weights and KV (serve --memory). A stage of the whole model
     // bounds its KV cache by what the weights leave, so long requests wait or fail instead of
     // exhausting the machine; a stage of a split does not (load_stage_resources says why).

@@ -20,6 +20,7 @@
 #include <optional>
 #include <utility>
 
+#include "model/cpu/kernels.hpp"
 #include "model/text/tokenizer.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -276,6 +277,20 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     const double p16 = int16->j["perplexity"].get<double>();
     EXPECT_NE(p16, stepped->j["perplexity"].get<double>()) << "int16 rounding had no effect";
     EXPECT_LE(relative_diff(p16, stepped->j["perplexity"].get<double>()), 1e-4);  // measured 4e-6
+    // --f32-activations: the f32 kernels where one-token decode would split activations into
+    // int8 digits (on AVX-512 VNNI / AVX-VNNI; elsewhere both runs take the f32 kernels). The
+    // digits are f32-class: over the whole file the two differed by 4.6e-9.
+    auto f32 = with({"--step-tokens", "1", "--f32-activations"});
+    ASSERT_TRUE(f32);
+    EXPECT_EQ(f32->j["f32_activations"].get<bool>(), true);
+    EXPECT_EQ(stepped->j["f32_activations"].get<bool>(), false);
+    EXPECT_LE(
+        relative_diff(f32->j["perplexity"].get<double>(), stepped->j["perplexity"].get<double>()),
+        1e-6);
+    if (!model::cpu::split_int8_variants_available().empty()) {
+        EXPECT_NE(f32->j["perplexity"].get<double>(), stepped->j["perplexity"].get<double>())
+            << "--f32-activations did not change the decode kernels";
+    }
 }
 
 // ---- Bad input ------------------------------------------------------------------------------
