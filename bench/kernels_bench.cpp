@@ -6,8 +6,10 @@
 //   f32 FMA peak            independent vector multiply-adds on every thread -> GFLOP/s
 //   fork-join               one empty parallel region of the thread pool       -> µs
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
-//                           (quantized: what serving uses, split-int8 activations on AVX-512
-//                           VNNI, else the grouped f32 kernel; the grouped f32 kernel, the plain
+//                           (quantized: what serving uses, split-int8 activations for 4-bit
+//                           on AVX-512 VNNI or AVX-VNNI, else the grouped f32 kernel; the
+//                           grouped f32 kernel (" [f32]"), split-int8 in each instruction set
+//                           this CPU runs (" [split ...]"), the plain
 //                           fused kernel, the opt-in int16-activation kernel and the opt-in
 //                           int8-activation kernel in each instruction set this CPU runs,
 //                           side by side)
@@ -309,8 +311,8 @@ int main(int argc, char** argv) {
     using brigade::model::cpu::CpuBackend;
     using brigade::model::cpu::CpuTuning;
     // Kernel variants of quantized decode. "serving" is what make_backend gives: split-int8
-    // activations where the CPU has AVX-512 VNNI, else "grouped", the f32 kernels (labelled
-    // " [f32]"), from which the other variants below are derived.
+    // activations (4-bit) where the CPU has AVX-512 VNNI or AVX-VNNI, else "grouped", the f32
+    // kernels (labelled " [f32]"), from which the other variants below are derived.
     if (opt.avx2) hwy::SetSupportedTargetsForTest(HWY_AVX2);
     CpuTuning serving;
     serving.int16_activations = false;

@@ -183,9 +183,10 @@ struct BackendOptions {
     // follow the f32 ones for 24-38% of their tokens before they diverge. Prompts (more than 4
     // tokens per matmul) are not affected. Opt in for speed where that is acceptable.
     bool cpu_int8_activations = false;
-    // kCpu, where the CPU has AVX-512 VNNI: one-token decode matmuls on MLX 4-bit weights split
-    // each activation into four int8 digits, within 3e-8 · max|x_g| of it (about f32's own
-    // rounding of a product), and use integer dot products (model/cpu/matmul_split_int8.cpp).
+    // kCpu, where the CPU has AVX-512 VNNI or AVX-VNNI: one-token decode matmuls on MLX 4-bit
+    // weights split each activation into four int8 digits, within 3e-8 · max|x_g| of it (about
+    // f32's own rounding of a product), and use integer dot products
+    // (model/cpu/matmul_split_int8.cpp).
     // On by default: every Hugging Face parity and consistency test holds with it. false: the
     // f32 kernels (for comparison).
     bool cpu_split_int8_activations = true;

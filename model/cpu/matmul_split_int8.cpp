@@ -88,6 +88,8 @@ inline __mmask16 first_lanes(std::int64_t n) {
     return _cvtu32_mask16(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
 }
 
+namespace {
+
 // The four digits of 16 activations into 16 bytes each at dst + k * 128; `step` is the value of
 // one d0 and `inv` its inverse.
 inline void store_digits(__m512 x, __m512 inv, __m512 step, std::int8_t* dst) {
@@ -107,43 +109,37 @@ inline void store_digits(__m512 x, __m512 inv, __m512 step, std::int8_t* dst) {
     }
 }
 
+inline void group_max_sum(const float* xg, std::int64_t group, float& m, float& s) {
+    __m512 max_abs = _mm512_setzero_ps(), total = _mm512_setzero_ps();
+    for (std::int64_t e = 0; e < group; e += 16) {
+        const __m512 v = _mm512_loadu_ps(xg + e);
+        max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(v));
+        total = _mm512_add_ps(total, v);
+    }
+    m = _mm512_reduce_max_ps(max_abs);
+    s = _mm512_reduce_add_ps(total);
+}
+
+inline void store_block(const float* xb, float inv, float step, std::int8_t* even,
+                        std::int8_t* odd) {
+    // Even and odd elements of 32 (two vectors).
+    const __m512i even_index =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd_index =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
+    const __m512 vinv = _mm512_set1_ps(inv), vstep = _mm512_set1_ps(step);
+    store_digits(_mm512_permutex2var_ps(a, even_index, b), vinv, vstep, even);
+    store_digits(_mm512_permutex2var_ps(a, odd_index, b), vinv, vstep, odd);
+}
+
+#include "model/cpu/matmul_split_int8_quantize-inl.hpp"
+
+}  // namespace
+
 void split_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                   std::int8_t* digits, float* unit, float* sum) {
-    const std::int64_t group = w.group_size, cols = w.cols;
-    const std::int64_t n_groups = cols / group;
-    const std::int64_t token_bytes = split_int8_token_bytes(w);
-    // Even and odd elements of 32 (two vectors).
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd =
-        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (std::int64_t i = begin; i < end; ++i) {
-        const std::int64_t t = i / n_groups, g = i % n_groups;
-        const float* xg = x + i * group;  // x is [n, cols]: group i starts at i * group
-        __m512 max_abs = _mm512_setzero_ps(), s = _mm512_setzero_ps();
-        for (std::int64_t e = 0; e < group; e += 16) {
-            const __m512 v = _mm512_loadu_ps(xg + e);
-            max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(v));
-            s = _mm512_add_ps(s, v);
-        }
-        const float m = _mm512_reduce_max_ps(max_abs);
-        const float step = m / 127.0f;  // value of one d0
-        unit[i] = step * kUnitInSteps;
-        sum[i] = _mm512_reduce_add_ps(s);
-        const __m512 vinv = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-        const __m512 vstep = _mm512_set1_ps(step);
-        std::int8_t* token = digits + t * token_bytes;
-        for (std::int64_t e = 0; e < group; e += 32) {
-            // 32 elements are 16 bytes of codes: the even ones meet the low nibbles.
-            const std::int64_t element = g * group + e;  // in the row
-            std::int8_t* base = token + element / kChunkElems * kChunkDigitBytes;
-            const std::int64_t byte = element % kChunkElems / 2;
-            const __m512 a = _mm512_loadu_ps(xg + e), b = _mm512_loadu_ps(xg + e + 16);
-            store_digits(_mm512_permutex2var_ps(a, even, b), vinv, vstep, base + byte);
-            store_digits(_mm512_permutex2var_ps(a, odd, b), vinv, vstep, base + 64 + byte);
-        }
-        if (g == n_groups - 1) zero_padding(w, token);
-    }
+    split_groups(w, x, begin, end, digits, unit, sum);
 }
 
 // A chunk's digits: 4 digits x (even elements, odd ones).

@@ -69,6 +69,29 @@ inline void store_digits(__m256 x0, __m256 x1, __m256 inv, __m256 step, std::int
     }
 }
 
+inline void group_max_sum(const float* xg, std::int64_t group, float& m, float& s) {
+    const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+    __m256 max_abs = _mm256_setzero_ps(), total = _mm256_setzero_ps();
+    for (std::int64_t e = 0; e < group; e += 8) {
+        const __m256 v = _mm256_loadu_ps(xg + e);
+        max_abs = _mm256_max_ps(max_abs, _mm256_andnot_ps(sign_bit, v));
+        total = _mm256_add_ps(total, v);
+    }
+    m = hmax(max_abs);
+    s = hsum(total);
+}
+
+inline void store_block(const float* xb, float inv, float step, std::int8_t* even,
+                        std::int8_t* odd) {
+    const __m256 a = _mm256_loadu_ps(xb), b = _mm256_loadu_ps(xb + 8);
+    const __m256 c = _mm256_loadu_ps(xb + 16), d = _mm256_loadu_ps(xb + 24);
+    const __m256 vinv = _mm256_set1_ps(inv), vstep = _mm256_set1_ps(step);
+    store_digits(deinterleave(a, b, false), deinterleave(c, d, false), vinv, vstep, even);
+    store_digits(deinterleave(a, b, true), deinterleave(c, d, true), vinv, vstep, odd);
+}
+
+#include "model/cpu/matmul_split_int8_quantize-inl.hpp"
+
 // 8 scales (or biases) from element `index` of an F32/F16/BF16 array.
 inline __m256 load_affine8(DType dtype, const void* base, std::int64_t index) {
     if (dtype == DType::kF32) return _mm256_loadu_ps(static_cast<const float*>(base) + index);
@@ -78,13 +101,13 @@ inline __m256 load_affine8(DType dtype, const void* base, std::int64_t index) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-// A = Σ_k S_k · 2^(17 - kPosition[k]) for 32 code bytes (their low and high nibbles); `d`:
-// the digits at the half-chunk's offset within its chunk (digit k even at d + 128k, odd at
-// d + 128k + 64).
 inline __m256i load32(const std::int8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// A = Σ_k S_k · 2^(17 - kPosition[k]) for 32 code bytes (their low and high nibbles); `d`:
+// the digits at the half-chunk's offset within its chunk (digit k even at d + 128k, odd at
+// d + 128k + 64).
 inline __m256i half_chunk_sum(__m256i lo, __m256i hi, const std::int8_t* d) {
     const __m256i zero = _mm256_setzero_si256();
     __m256i a = _mm256_dpbusd_avx_epi32(zero, lo, load32(d));
@@ -171,39 +194,7 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
 
 void split_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                 std::int8_t* digits, float* unit, float* sum) {
-    const std::int64_t group = w.group_size, cols = w.cols;
-    const std::int64_t n_groups = cols / group;
-    const std::int64_t token_bytes = split_int8_token_bytes(w);
-    const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-    for (std::int64_t i = begin; i < end; ++i) {
-        const std::int64_t t = i / n_groups, g = i % n_groups;
-        const float* xg = x + i * group;  // x is [n, cols]: group i starts at i * group
-        __m256 max_abs = _mm256_setzero_ps(), s = _mm256_setzero_ps();
-        for (std::int64_t e = 0; e < group; e += 8) {
-            const __m256 v = _mm256_loadu_ps(xg + e);
-            max_abs = _mm256_max_ps(max_abs, _mm256_andnot_ps(sign_bit, v));
-            s = _mm256_add_ps(s, v);
-        }
-        const float m = hmax(max_abs);
-        const float step = m / 127.0f;
-        unit[i] = step * kUnitInSteps;
-        sum[i] = hsum(s);
-        const __m256 vinv = _mm256_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-        const __m256 vstep = _mm256_set1_ps(step);
-        std::int8_t* token = digits + t * token_bytes;
-        for (std::int64_t e = 0; e < group; e += 32) {
-            const std::int64_t element = g * group + e;  // in the row
-            std::int8_t* base = token + element / kChunkElems * kChunkDigitBytes;
-            const std::int64_t byte = element % kChunkElems / 2;
-            const __m256 a = _mm256_loadu_ps(xg + e), b = _mm256_loadu_ps(xg + e + 8);
-            const __m256 c = _mm256_loadu_ps(xg + e + 16), d = _mm256_loadu_ps(xg + e + 24);
-            store_digits(deinterleave(a, b, false), deinterleave(c, d, false), vinv, vstep,
-                         base + byte);
-            store_digits(deinterleave(a, b, true), deinterleave(c, d, true), vinv, vstep,
-                         base + 64 + byte);
-        }
-        if (g == n_groups - 1) zero_padding(w, token);
-    }
+    split_groups(w, x, begin, end, digits, unit, sum);
 }
 
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,

@@ -210,6 +210,36 @@ TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
     }
 }
 
+// Rows of 8k columns or more quantize their activations over the pool: the same bits as one
+// thread, and the reference's products within the f32 tolerance plus the digits' bound.
+TEST(SplitInt8, WideRowsQuantizedOverThePoolGiveTheSameBits) {
+    SKIP_WITHOUT_VNNI();
+    auto ref = make_backend(BackendKind::kReference).value();
+    const std::int64_t rows = 9, cols = 8192 + 128;
+    auto w = test::make_quant_weight(4, 64, DType::kBF16, rows, cols, 13, 1);
+    const auto x = test::random_floats(static_cast<std::size_t>(cols), 21);
+    std::vector<float> expect(rows);
+    ref->matmul(w.view, x.data(), 1, expect.data());
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        std::vector<float> y1(rows), y3(rows);
+        CpuTuning tuning;
+        tuning.int16_activations = false;
+        tuning.split_int8_variant = variant;
+        CpuBackend one(BackendOptions{1}, tuning), three(BackendOptions{3}, tuning);
+        one.matmul(w.view, x.data(), 1, y1.data());
+        three.matmul(w.view, x.data(), 1, y3.data());
+        EXPECT_EQ(std::memcmp(y1.data(), y3.data(), rows * sizeof(float)), 0)
+            << split_int8_variant_name(variant);
+        for (std::int64_t r = 0; r < rows; ++r) {
+            double magnitude = 0.0;
+            for (std::int64_t c = 0; c < cols; ++c) {
+                magnitude += std::abs(double{x[c]} * w.dense[r * cols + c]);
+            }
+            EXPECT_NEAR(y3[r], expect[r], 1e-5 * magnitude) << split_int8_variant_name(variant);
+        }
+    }
+}
+
 // Weights are memory-mapped: a row ending a file's last page must not be read past. The codes
 // of a 96-column matrix (48 bytes a row, a short last chunk) end where an inaccessible page
 // begins; a read past them faults.

@@ -73,7 +73,7 @@ struct Config {
     int threads;
     bool int16;
     bool int8 = false;  // the opt-in int8 decode kernels go through the fused split as well
-    bool split = true;  // split-int8 activations where the CPU has AVX-512 VNNI
+    bool split = true;  // split-int8 activations where the CPU has AVX-512 VNNI or AVX-VNNI
     std::string name() const {
         return std::to_string(threads) + " threads" + (int16 ? " int16" : "") +
                (int8 ? " int8" : "") + (split ? "" : " f32");
