@@ -22,7 +22,15 @@
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //                [--activations default|f32|int16|int8] [--profile] [--attention-min-keys N]
-//                [--batched-min-tokens N] [--batches 4,16]
+//                [--batched-min-tokens N] [--batches 4,16] [--ab KNOB]
+//
+// --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
+// ...) between the CPU backend as configured (A) and with one CpuTuning knob flipped (B), and
+// print both speeds. The lent VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so
+// two separate runs cannot resolve a change of a few percent; steps a few ms apart can.
+// Knobs: split-int8 (CpuTuning::split_int8_activations), none (B = A: what the harness itself
+// makes of two equal settings; on the lent Xeon, B / A came out 1.004-1.019 in four runs of 128
+// steps each, so smaller differences are not resolved).
 //
 // --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
 // puts the tokens along the vector (5: always; 1000: never), to compare the two batched
@@ -158,6 +166,10 @@ struct Result {
     std::vector<int> contexts;
     std::vector<double> ctx_tps, ctx_bound_tps, ctx_explained_tps;
     std::vector<double> ctx_kv_bytes;  // KV bytes read per step at that context
+    // --ab: the knob, and the one-sequence decode speed with it as configured (A) and flipped
+    // (B), from alternated steps.
+    std::string ab;
+    double ab_a_tps = 0, ab_b_tps = 0;
 };
 
 // Fills in every bandwidth bound of a case from the read bandwidth (bytes/s). Bounds are set
@@ -270,7 +282,8 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, Result& r,
               const std::string& activations, bool profile, std::int64_t attention_min_keys,
-              std::int64_t batched_min_tokens, const std::vector<int>& batches) {
+              std::int64_t batched_min_tokens, const std::vector<int>& batches,
+              const std::string& ab) {
     using namespace brigade::model;
     r.model = shape.name;
     // Quantized activations apply to quantized weights only.
@@ -301,7 +314,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     for (int c : contexts) max_context = std::max(max_context, c);
     auto t0 = Clock::now();
     StageOptions so;
-    so.max_context = max_context + n_decode + 64;
+    so.max_context = max_context + 2 * n_decode + 72;  // --ab decodes twice as many steps
     // --profile: every op goes through the timing decorator (a little slower; see op_profile).
     brigade::bench::OpProfile profiler(**backend);
     Backend& engine_backend = profile ? static_cast<Backend&>(profiler) : **backend;
@@ -373,6 +386,36 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     r.tg1_tps = 1.0 / t_tok;
     r.tg1_context = prompt + n_decode / 2;
     s.kv_cache().release(1);
+
+    auto* cpu_tunable = dynamic_cast<cpu::CpuBackend*>(backend->get());
+    if (!ab.empty() && cpu_tunable != nullptr) {
+        const cpu::CpuTuning a = cpu_tunable->tuning();
+        cpu::CpuTuning b = a;
+        if (ab == "split-int8") b.split_int8_activations = !a.split_int8_activations;
+        if (!s.run_layers({entry(5, prompt_of(prompt, 1), 0)})) return false;
+        // 8 untimed steps first: the first steps after a prompt are slower (the prompt's
+        // buffers, the decode kernels' first touch), and would count against A alone.
+        const int warm_up = 8;
+        double seconds[2] = {0.0, 0.0};
+        for (int step = 0; step < warm_up + 2 * n_decode; ++step) {
+            // A B B A: neither setting always runs right after the other.
+            const int v = (step % 4 == 1 || step % 4 == 2) ? 1 : 0;
+            cpu_tunable->set_tuning(v == 0 ? a : b);
+            t0 = Clock::now();
+            auto done =
+                s.run_layers({entry(5, {(step * 31) % shape.vocab}, prompt + step)}, {}, out);
+            if (!done) {
+                std::fprintf(stderr, "--ab step %d: %s\n", step, done.error().message.c_str());
+                return false;
+            }
+            if (step >= warm_up) seconds[v] += seconds_since(t0);
+        }
+        cpu_tunable->set_tuning(a);
+        s.kv_cache().release(5);
+        r.ab = ab;
+        r.ab_a_tps = n_decode / seconds[0];
+        r.ab_b_tps = n_decode / seconds[1];
+    }
 
     // The whole decode loop of `brigade run` (model::generate): engine step plus sampling from
     // the vocabulary-wide logits, timed from the first generated token to the last.
@@ -503,6 +546,19 @@ void print_tables(const std::vector<Result>& results, double bw) {
                         r.ctx_explained_tps[i], pct(r.ctx_tps[i], r.ctx_explained_tps[i]));
         }
     }
+    bool any_ab = false;
+    for (const auto& r : results) any_ab = any_ab || !r.ab.empty();
+    if (any_ab) {
+        std::printf(
+            "\n| model | format | knob (--ab) | A: as configured, tok/s | B: flipped, tok/s | "
+            "B / A |\n|---|---|---|---|---|---|\n");
+        for (const auto& r : results) {
+            if (r.ab.empty()) continue;
+            std::printf("| %s | %s | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),
+                        r.format.c_str(), r.ab.c_str(), r.ab_a_tps, r.ab_b_tps,
+                        r.ab_b_tps / r.ab_a_tps);
+        }
+    }
     std::printf(
         "\n| model | format | prompt | tok/s | sgemm-rate bound tok/s | ratio |\n"
         "|---|---|---|---|---|---|\n");
@@ -549,6 +605,9 @@ void write_json(const std::string& path, const std::vector<Result>& results, dou
                                     {"bound_tok_s", r.tgb_bound_tps[i]},
                                     {"fork_joins_per_step", r.tgb_dispatches[i]}});
         }
+        if (!r.ab.empty()) {
+            c["ab"] = {{"knob", r.ab}, {"a_tok_s", r.ab_a_tps}, {"b_tok_s", r.ab_b_tps}};
+        }
         for (std::size_t i = 0; i < r.contexts.size(); ++i) {
             c["long_context"].push_back({{"context", r.contexts[i]},
                                          {"tok_s", r.ctx_tps[i]},
@@ -569,6 +628,7 @@ int main(int argc, char** argv) {
     int threads = 0, n_decode = 32, layers = 0;
     bool keep = false, profile = false;
     std::string activations = "default";
+    std::string ab;
     std::int64_t batched_min_tokens = 0;  // 0: the backend's default
     std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
     for (int i = 1; i < argc; ++i) {
@@ -619,14 +679,21 @@ int main(int argc, char** argv) {
             batches_arg = next();
         else if (a == "--batched-min-tokens")
             batched_min_tokens = std::stoll(next());
-        else {
+        else if (a == "--ab") {
+            ab = next();
+            if (ab != "split-int8" && ab != "none") {
+                std::fprintf(stderr, "--ab: split-int8 or none\n");
+                return 2;
+            }
+        } else {
             std::fprintf(
                 stderr,
                 "usage: engine_bench [--models a,b] [--formats bf16,q8,q4] "
                 "[--prompts 512,4096] [--contexts 8192,32768] [--decode N] "
                 "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
                 "[--keep] [--json FILE] [--activations default|f32|int16|int8] [--profile] "
-                "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16]\n");
+                "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16] "
+                "[--ab split-int8|none]\n");
             return 2;
         }
     }
@@ -665,7 +732,7 @@ int main(int argc, char** argv) {
             Result r;
             bw_runs.push_back(measure_bandwidth_gbs(n_threads));
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, r, activations,
-                          profile, attention_min_keys, batched_min_tokens, batches)) {
+                          profile, attention_min_keys, batched_min_tokens, batches, ab)) {
                 return 1;
             }
             results.push_back(r);

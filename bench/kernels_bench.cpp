@@ -33,6 +33,7 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -418,6 +419,48 @@ int main(int argc, char** argv) {
             best = std::min(best, seconds_since(t0) / calls);
         }
         report({name, best * 1e6, "µs", 0, ""});
+    }
+
+    // What a region costs when every task first reads a vector another thread just wrote: a
+    // decode matmul's activations (896 to 8192 floats), written by one thread (the quantizer)
+    // or by all of them (the previous op's rows).
+    for (const std::int64_t floats : {std::int64_t{896}, std::int64_t{4864}}) {
+        for (const bool by_all : {false, true}) {
+            const std::string name = "fork-join reading " + std::to_string(floats) +
+                                     " floats written by " + (by_all ? "all threads" : "one");
+            if (!wanted(opt, name)) continue;
+            const int calls = opt.quick ? 20000 : 100000;
+            std::vector<float> v(static_cast<std::size_t>(floats));
+            std::vector<float> sink(static_cast<std::size_t>(n_threads) * 16);
+            double best = 1e9;
+            for (int round = 0; round < 3; ++round) {
+                const auto t0 = Clock::now();
+                for (int c = 0; c < calls; ++c) {
+                    if (by_all) {
+                        bw_pool.parallel_for(n_threads, [&](std::int64_t task, int) {
+                            const std::int64_t b = floats * task / n_threads;
+                            const std::int64_t e = floats * (task + 1) / n_threads;
+                            for (std::int64_t i = b; i < e; ++i) {
+                                v[static_cast<std::size_t>(i)] = static_cast<float>(c + i);
+                            }
+                        });
+                    } else {
+                        for (std::int64_t i = 0; i < floats; ++i) {
+                            v[static_cast<std::size_t>(i)] = static_cast<float>(c + i);
+                        }
+                    }
+                    bw_pool.parallel_for(n_threads, [&](std::int64_t, int thread) {
+                        // Bits, not a float sum: a loop the compiler vectorizes, so the
+                        // time is the reads'.
+                        std::uint32_t acc = 0;
+                        for (const float f : v) acc ^= std::bit_cast<std::uint32_t>(f);
+                        sink[static_cast<std::size_t>(thread) * 16] += static_cast<float>(acc);
+                    });
+                }
+                best = std::min(best, seconds_since(t0) / calls);
+            }
+            report({name, best * 1e6, "µs", 0, ""});
+        }
     }
 
     const std::vector<Format> formats = {

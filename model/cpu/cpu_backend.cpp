@@ -101,31 +101,20 @@ void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64
     run_decode_jobs({&job, 1}, x, n);
 }
 
-CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const float* x,
-                                                   std::int64_t n, DecodeScratch& s) {
+CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const float* x,
+                                                std::int64_t n, DecodeScratch& s) {
     DecodeInput in;
     in.bits = w.bits;
     in.group_size = w.group_size;
+    const auto n_groups =
+        static_cast<std::size_t>(w.group_size > 0 ? n * (w.cols / w.group_size) : 0);
     if (tuning_.int8_activations && n <= 4 && int8_kernel_supports(w)) {
-        const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
         const auto xq_bytes = static_cast<std::size_t>(n * w.cols + kInt8ActivationPadding);
         if (s.x8.size() < xq_bytes) s.x8.resize(xq_bytes);
         if (s.x8_step.size() < n_groups) {
             s.x8_step.resize(n_groups);
             s.x8_sum.resize(n_groups);
             s.x8_qsum.resize(n_groups);
-        }
-        // The AVX2 quantizer takes ~0.3 ns per element: below 32k elements waking the pool
-        // costs more than it saves.
-        const auto total_groups = static_cast<std::int64_t>(n_groups);
-        if (n * w.cols < 32768) {
-            quantize_activations_int8(w, x, 0, total_groups, s.x8.data(), s.x8_step.data(),
-                                      s.x8_sum.data(), s.x8_qsum.data());
-        } else {
-            parallel_ranges(total_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
-                quantize_activations_int8(w, x, begin, end, s.x8.data(), s.x8_step.data(),
-                                          s.x8_sum.data(), s.x8_qsum.data());
-            });
         }
         in.kernel = DecodeInput::Kernel::kInt8;
         in.int8 = Int8Activations{s.x8.data(), s.x8_step.data(), s.x8_sum.data(), s.x8_qsum.data(),
@@ -136,26 +125,11 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     // which measured faster than int16 tiles of 4 tokens (Qwen2.5-0.5B q4, 16 sequences:
     // 592 / 552 tok/s f32 against 442 / 451 int16 on a 16-core Xeon VM).
     if (w.quantized() && tuning_.int16_activations && n <= 4) {
-        const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
         if (s.xq.size() < static_cast<std::size_t>(n * w.cols))
             s.xq.resize(static_cast<std::size_t>(n * w.cols));
         if (s.xq_step.size() < n_groups) {
             s.xq_step.resize(n_groups);
             s.xq_sum.resize(n_groups);
-        }
-        // Quantizing 8k columns on one thread costs a quarter of a 16-thread 4-bit matmul in
-        // the scalar loop. The vector quantizer needs about 3,000 instructions for
-        // Qwen2.5-0.5B's 4864 columns (counted, not timed): less than a fork-join (~2.7 µs).
-        const auto total_groups = static_cast<std::int64_t>(n_groups);
-        const std::int64_t serial_below = quantize_int16_is_vectorized(w) ? 32768 : 4096;
-        if (n * w.cols < serial_below) {
-            quantize_activations_int16(w, x, 0, total_groups, s.xq.data(), s.xq_step.data(),
-                                       s.xq_sum.data());
-        } else {
-            parallel_ranges(total_groups, 4, [&](std::int64_t begin, std::int64_t end, int) {
-                quantize_activations_int16(w, x, begin, end, s.xq.data(), s.xq_step.data(),
-                                           s.xq_sum.data());
-            });
         }
         in.kernel = DecodeInput::Kernel::kInt16;
         in.int16 = Int16Activations{s.xq.data(), s.xq_step.data(), s.xq_sum.data(),
@@ -166,26 +140,11 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     // every digit of every token costs dot products (4 sequences of Llama-3.2-1B q4 on a
     // 2-core Sapphire Rapids: 48-49 tok/s split, 67-68 f32).
     if (tuning_.split_int8_activations && n == 1 && split_int8_kernel_supports(w)) {
-        const auto n_groups = static_cast<std::size_t>(n * (w.cols / w.group_size));
         const auto bytes = static_cast<std::size_t>(n * split_int8_token_bytes(w));
         if (s.digits.size() < bytes) s.digits.resize(bytes);
         if (s.digit_unit.size() < n_groups) {
             s.digit_unit.resize(n_groups);
             s.digit_sum.resize(n_groups);
-        }
-        // About 0.5 ns per activation on one Sapphire Rapids core (896: 0.45 µs, 4864: 2.4 µs):
-        // below 8k of them one thread beats waking the pool (a fork-join is ~2.7 µs on 16
-        // vCPUs); wider rows (Llama's 8192, 7B models' 18944) split over it. Every group's
-        // digits are the same either way.
-        const auto total_groups = static_cast<std::int64_t>(n_groups);
-        if (n * w.cols < 8192) {
-            split_activations_int8(tuning_.split_int8_variant, w, x, 0, total_groups,
-                                   s.digits.data(), s.digit_unit.data(), s.digit_sum.data());
-        } else {
-            parallel_ranges(total_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
-                split_activations_int8(tuning_.split_int8_variant, w, x, begin, end,
-                                       s.digits.data(), s.digit_unit.data(), s.digit_sum.data());
-            });
         }
         in.kernel = DecodeInput::Kernel::kSplitInt8;
         in.split = SplitInt8Activations{s.digits.data(), s.digit_unit.data(), s.digit_sum.data(),
@@ -195,21 +154,10 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles
     // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens.
     if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= 4) {
-        const auto n_groups = n * (w.cols / w.group_size);
         if (w.bits == 4 && s.xg.size() < static_cast<std::size_t>(n * w.cols)) {
             s.xg.resize(static_cast<std::size_t>(n * w.cols));
         }
-        if (s.xg_sum.size() < static_cast<std::size_t>(n_groups)) {
-            s.xg_sum.resize(static_cast<std::size_t>(n_groups));
-        }
-        // Reordering x is a copy of n * cols floats: not worth waking the pool for decode.
-        if (n * w.cols < 32768) {
-            prepare_grouped_activations(w, x, 0, n_groups, s.xg.data(), s.xg_sum.data());
-        } else {
-            parallel_ranges(n_groups, 16, [&](std::int64_t begin, std::int64_t end, int) {
-                prepare_grouped_activations(w, x, begin, end, s.xg.data(), s.xg_sum.data());
-            });
-        }
+        if (s.xg_sum.size() < n_groups) s.xg_sum.resize(n_groups);
         in.kernel = DecodeInput::Kernel::kGrouped;
         in.grouped = GroupedActivations{w.bits == 4 ? s.xg.data() : x, s.xg_sum.data(),
                                         tuning_.prefetch_bytes, tuning_.q4_lookup,
@@ -219,9 +167,57 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     const std::int64_t batched_from =
         tuning_.batched_min_tokens > 0 ? tuning_.batched_min_tokens : batched_min_tokens();
     if (n > 4 && n >= batched_from && batched_kernel_supports(w)) {
-        const std::int64_t cols = w.cols;
-        const auto xt_floats = static_cast<std::size_t>(cols * batched_token_stride(n));
+        const auto xt_floats = static_cast<std::size_t>(w.cols * batched_token_stride(n));
         if (s.xt.size() < xt_floats) s.xt.resize(xt_floats);
+        reserve_scratch(static_cast<std::size_t>(batched_row_scratch_floats()));
+        in.kernel = DecodeInput::Kernel::kBatched;
+        in.xt = s.xt.data();
+        return in;
+    }
+    if (n > 4) reserve_scratch(static_cast<std::size_t>(4 * w.cols));
+    return in;
+}
+
+bool CpuBackend::prepared_by_groups(const DecodeInput& in) {
+    switch (in.kernel) {
+        case DecodeInput::Kernel::kInt8:
+        case DecodeInput::Kernel::kInt16:
+        case DecodeInput::Kernel::kSplitInt8:
+        case DecodeInput::Kernel::kGrouped:
+            return true;
+        default:
+            return false;
+    }
+}
+
+void CpuBackend::prepare_groups(const WeightMatrix& w, const DecodeInput& in, const float* x,
+                                std::int64_t begin, std::int64_t end, DecodeScratch& s) const {
+    switch (in.kernel) {
+        case DecodeInput::Kernel::kInt8:
+            quantize_activations_int8(w, x, begin, end, s.x8.data(), s.x8_step.data(),
+                                      s.x8_sum.data(), s.x8_qsum.data());
+            return;
+        case DecodeInput::Kernel::kInt16:
+            quantize_activations_int16(w, x, begin, end, s.xq.data(), s.xq_step.data(),
+                                       s.xq_sum.data());
+            return;
+        case DecodeInput::Kernel::kSplitInt8:
+            split_activations_int8(tuning_.split_int8_variant, w, x, begin, end, s.digits.data(),
+                                   s.digit_unit.data(), s.digit_sum.data());
+            return;
+        case DecodeInput::Kernel::kGrouped:
+            prepare_grouped_activations(w, x, begin, end, s.xg.data(), s.xg_sum.data());
+            return;
+        default:
+            return;
+    }
+}
+
+CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const float* x,
+                                                   std::int64_t n, DecodeScratch& s) {
+    DecodeInput in = plan_decode(w, x, n, s);
+    if (in.kernel == DecodeInput::Kernel::kBatched) {
+        const std::int64_t cols = w.cols;
         if (n * cols < kMinParallelElements) {
             transpose_tokens(x, n, cols, 0, cols, s.xt.data());
         } else {
@@ -229,12 +225,34 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
                 transpose_tokens(x, n, cols, begin, end, s.xt.data());
             });
         }
-        reserve_scratch(static_cast<std::size_t>(batched_row_scratch_floats()));
-        in.kernel = DecodeInput::Kernel::kBatched;
-        in.xt = s.xt.data();
         return in;
     }
-    if (n > 4) reserve_scratch(static_cast<std::size_t>(4 * w.cols));
+    if (!prepared_by_groups(in)) return in;
+    // Below `serial_below` activations one thread beats waking the pool; every group comes out
+    // the same either way.
+    //  - int8: the AVX2 quantizer takes ~0.3 ns per element.
+    //  - int16: the vector quantizer needs about 3,000 instructions for Qwen2.5-0.5B's 4864
+    //    columns (counted, not timed), less than a fork-join (~2.7 µs); the scalar loop costs a
+    //    quarter of a 16-thread 4-bit matmul at 8k columns.
+    //  - split-int8: about 0.5 ns per activation on one Sapphire Rapids core (896: 0.45 µs,
+    //    4864: 2.4 µs); wider rows (Llama's 8192, 7B models' 18944) split over the pool.
+    //  - grouped: reordering x is a copy of n * cols floats.
+    std::int64_t serial_below = 32768;
+    std::int64_t min_chunk = 16;
+    if (in.kernel == DecodeInput::Kernel::kInt16) {
+        serial_below = quantize_int16_is_vectorized(w) ? 32768 : 4096;
+        min_chunk = 4;
+    } else if (in.kernel == DecodeInput::Kernel::kSplitInt8) {
+        serial_below = 8192;
+    }
+    const std::int64_t total_groups = n * (w.cols / w.group_size);
+    if (n * w.cols < serial_below) {
+        prepare_groups(w, in, x, 0, total_groups, s);
+    } else {
+        parallel_ranges(total_groups, min_chunk, [&](std::int64_t begin, std::int64_t end, int) {
+            prepare_groups(w, in, x, begin, end, s);
+        });
+    }
     return in;
 }
 

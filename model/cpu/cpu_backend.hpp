@@ -79,6 +79,10 @@ public:
     BackendKind kind() const override { return BackendKind::kCpu; }
     bool supports(const WeightMatrix& w) const override;
     int n_threads() const { return pool_.size(); }
+    const CpuTuning& tuning() const { return tuning_; }
+    // Takes effect from the next op: benches flip a knob between decode steps to compare the
+    // two settings under the same machine conditions (engine_bench --ab).
+    void set_tuning(const CpuTuning& tuning) { tuning_ = tuning; }
     // Fork-joins of the thread pool so far (ThreadPool::n_dispatches).
     std::uint64_t n_dispatches() const { return pool_.n_dispatches(); }
 
@@ -163,6 +167,17 @@ private:
     // Prepares x[n, w.cols] for w's decode kernel into `s`.
     DecodeInput prepare_decode(const WeightMatrix& w, const float* x, std::int64_t n,
                                DecodeScratch& s);
+    // Which kernel x[n, w.cols] takes for w, with `s` sized for its preparation (prepare_decode
+    // then fills it).
+    DecodeInput plan_decode(const WeightMatrix& w, const float* x, std::int64_t n,
+                            DecodeScratch& s);
+    // Whether `in` is prepared group by group (prepare_groups), so that any split of the groups
+    // gives the same bytes.
+    static bool prepared_by_groups(const DecodeInput& in);
+    // Prepares groups [begin, end) of x (group i: token i / n_groups, group i % n_groups of w)
+    // into `s` for `in`, a plan_decode result that is prepared_by_groups.
+    void prepare_groups(const WeightMatrix& w, const DecodeInput& in, const float* x,
+                        std::int64_t begin, std::int64_t end, DecodeScratch& s) const;
     // y rows [row_begin, row_end) of w·x from prepared activations, on pool thread `thread`.
     void decode_rows(const WeightMatrix& w, const DecodeInput& in, const float* x, std::int64_t n,
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
