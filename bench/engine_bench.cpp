@@ -28,9 +28,11 @@
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob flipped (B), and
 // print both speeds. The lent VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so
 // two separate runs cannot resolve a change of a few percent; steps a few ms apart can.
-// Knobs: split-int8 (CpuTuning::split_int8_activations), none (B = A: what the harness itself
-// makes of two equal settings; on the lent Xeon, B / A came out 1.004-1.019 in four runs of 128
-// steps each, so smaller differences are not resolved).
+// KNOB is NAME or NAME=VALUE: split-int8 (CpuTuning::split_int8_activations, flipped),
+// prefetch-bytes=N, attention-min-keys=N (min_keys_per_split), chunks-per-thread=N
+// (max_chunks_per_thread), or none (B = A: what the harness itself makes of two equal settings;
+// on the lent Xeon B / A came out 1.003-1.019 in six cases of 128 steps, so smaller differences
+// are not resolved).
 //
 // --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
 // puts the tokens along the vector (5: always; 1000: never), to compare the two batched
@@ -58,10 +60,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -278,6 +282,39 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
     for (auto& t : threads) t.join();
 }
 
+// --ab: `tuning` with KNOB applied (NAME or NAME=VALUE; see the usage at the top); nullopt for
+// a knob this bench does not know.
+std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::CpuTuning tuning,
+                                                           const std::string& knob) {
+    const auto eq = knob.find('=');
+    const std::string name = knob.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : knob.substr(eq + 1);
+    char* end = nullptr;
+    const long long number = std::strtoll(value.c_str(), &end, 10);
+    const bool has_number = !value.empty() && *end == '\0' && number >= 0;
+    if (name == "none" && value.empty()) return tuning;
+    if (name == "split-int8" && value.empty()) {
+        tuning.split_int8_activations = !tuning.split_int8_activations;
+        return tuning;
+    }
+    if (!has_number) return std::nullopt;
+    if (name == "prefetch-bytes") {
+        tuning.prefetch_bytes = number;
+    } else if (name == "attention-min-keys" && number > 0) {
+        tuning.min_keys_per_split = number;
+    } else if (name == "chunks-per-thread" && number > 0) {
+        tuning.max_chunks_per_thread = number;
+    } else {
+        return std::nullopt;
+    }
+    return tuning;
+}
+
+brigade::model::cpu::CpuTuning with_knob(const brigade::model::cpu::CpuTuning& tuning,
+                                         const std::string& knob) {
+    return knob_applied(tuning, knob).value_or(tuning);  // main() checked the knob
+}
+
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, Result& r,
@@ -390,8 +427,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     auto* cpu_tunable = dynamic_cast<cpu::CpuBackend*>(backend->get());
     if (!ab.empty() && cpu_tunable != nullptr) {
         const cpu::CpuTuning a = cpu_tunable->tuning();
-        cpu::CpuTuning b = a;
-        if (ab == "split-int8") b.split_int8_activations = !a.split_int8_activations;
+        const cpu::CpuTuning b = with_knob(a, ab);
         if (!s.run_layers({entry(5, prompt_of(prompt, 1), 0)})) return false;
         // 8 untimed steps first: the first steps after a prompt are slower (the prompt's
         // buffers, the decode kernels' first touch), and would count against A alone.
@@ -550,7 +586,8 @@ void print_tables(const std::vector<Result>& results, double bw) {
     for (const auto& r : results) any_ab = any_ab || !r.ab.empty();
     if (any_ab) {
         std::printf(
-            "\n| model | format | knob (--ab) | A: as configured, tok/s | B: flipped, tok/s | "
+            "\n| model | format | knob (--ab) | A: as configured, tok/s | B: with the knob, tok/s "
+            "| "
             "B / A |\n|---|---|---|---|---|---|\n");
         for (const auto& r : results) {
             if (r.ab.empty()) continue;
@@ -681,8 +718,10 @@ int main(int argc, char** argv) {
             batched_min_tokens = std::stoll(next());
         else if (a == "--ab") {
             ab = next();
-            if (ab != "split-int8" && ab != "none") {
-                std::fprintf(stderr, "--ab: split-int8 or none\n");
+            if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
+                std::fprintf(stderr,
+                             "--ab: split-int8, none, prefetch-bytes=N, attention-min-keys=N or "
+                             "chunks-per-thread=N\n");
                 return 2;
             }
         } else {
@@ -693,7 +732,7 @@ int main(int argc, char** argv) {
                 "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
                 "[--keep] [--json FILE] [--activations default|f32|int16|int8] [--profile] "
                 "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16] "
-                "[--ab split-int8|none]\n");
+                "[--ab KNOB[=VALUE]]\n");
             return 2;
         }
     }

@@ -23,13 +23,8 @@ namespace {
 // the rest one at a time, with different rounding, so aligned chunks give every row the same
 // path however the rows are split.
 constexpr std::int64_t kRowQuantum = 4;
-// Up to this many chunks per thread, of at least kMinChunkRows rows (one row tile). Small
-// chunks let the threads finish together: on a 16-vCPU VM whose vCPUs are hyperthread pairs,
-// a thread runs at half speed while its sibling works, and the last chunk decided the time of
-// a small matrix. Measured there against 4 chunks per thread of at least 16 rows (run 41, three
-// alternated rounds, with run 40's two): Qwen2.5-0.5B 4-bit one sequence faster in 5 of 5,
-// by 3-9%, and 4 sequences in 6 of 6, by 7-20%; Llama-3.2-1B within the noise.
-constexpr std::int64_t kMaxChunksPerThread = 8;
+// Chunks keep at least this many rows (one row tile); CpuTuning::max_chunks_per_thread says
+// how many a thread gets at most.
 constexpr std::int64_t kMinChunkRows = kRowQuantum;
 
 // Bytes a decode kernel streams per row of w (weights, scales and biases).
@@ -95,11 +90,11 @@ void CpuBackend::run_decode_jobs(std::span<const DecodeJob> jobs, const float* x
         start[j + 1] = start[j] + cost[j] * static_cast<double>(job.w->rows);
         total_rows += job.w->rows;
     }
-    // Up to kMaxChunksPerThread chunks per thread (claimed dynamically, so a late thread does
-    // not hold up the rest) while chunks keep kMinChunkRows rows; never fewer chunks than
+    // Up to max_chunks_per_thread chunks per thread (claimed dynamically, so a late thread
+    // does not hold up the rest) while chunks keep kMinChunkRows rows; never fewer chunks than
     // threads while there are rows enough for one each.
     const std::int64_t n_threads = pool_.size();
-    std::int64_t per_thread = kMaxChunksPerThread;
+    std::int64_t per_thread = std::max<std::int64_t>(1, tuning_.max_chunks_per_thread);
     while (per_thread > 1 && total_rows < per_thread * n_threads * kMinChunkRows) per_thread /= 2;
     const std::int64_t n_chunks = std::max<std::int64_t>(
         1, std::min((total_rows + kRowQuantum - 1) / kRowQuantum, per_thread * n_threads));
