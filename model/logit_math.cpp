@@ -43,6 +43,34 @@ double SumExpShifted(const float* x, std::int64_t n, float shift) {
     return total;
 }
 
+// See block_maxima (logit_math.hpp).
+bool BlockMaxima(const float* x, std::int64_t n, std::int64_t block, float* out) {
+    const hn::ScalableTag<float> d;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    auto nan = hn::FirstN(d, 0);
+    for (std::int64_t b0 = 0; b0 < n; b0 += block) {
+        const std::int64_t end = std::min(n, b0 + block);
+        std::int64_t i = b0;
+        float m = -INFINITY;
+        if (end - b0 >= lanes) {
+            auto vm = hn::LoadU(d, x + i);
+            nan = hn::Or(nan, hn::Ne(vm, vm));
+            for (i += lanes; i + lanes <= end; i += lanes) {
+                const auto v = hn::LoadU(d, x + i);
+                nan = hn::Or(nan, hn::Ne(v, v));
+                vm = hn::Max(vm, v);
+            }
+            m = hn::GetLane(hn::MaxOfLanes(d, vm));
+        }
+        for (; i < end; ++i) {
+            if (std::isnan(x[i])) return false;
+            m = std::max(m, x[i]);
+        }
+        out[b0 / block] = m;
+    }
+    return hn::AllFalse(d, nan);
+}
+
 // See bucket_candidates (logit_math.hpp). Returns false at the first NaN.
 bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& spec,
                       std::uint16_t* bucket, double* mass) {
@@ -107,6 +135,12 @@ namespace brigade::model {
 HWY_EXPORT(MaxOfRow);
 HWY_EXPORT(SumExpShifted);
 HWY_EXPORT(BucketCandidates);
+HWY_EXPORT(BlockMaxima);
+
+bool block_maxima(std::span<const float> x, std::int64_t block, float* out) {
+    return HWY_DYNAMIC_DISPATCH(BlockMaxima)(x.data(), static_cast<std::int64_t>(x.size()), block,
+                                             out);
+}
 
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
                        std::uint16_t* bucket, double* mass) {

@@ -20,6 +20,10 @@ struct LogitStats {
 // checkpoint) give meaningless sums but never an argmax outside the row.
 LogitStats logit_stats(std::span<const float> x);
 
+// out[b] = the largest of x[b * block, (b + 1) * block) (the last block may be shorter), for
+// Sampler's selection of the first candidates. False if the row holds a NaN.
+bool block_maxima(std::span<const float> x, std::int64_t block, float* out);
+
 // Sampler's deep draws (sampling_deep.cpp): the candidates after the sorted prefix, each in
 // a bucket of its logit, and the probability mass of each bucket.
 struct CandidateBuckets {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -143,27 +144,46 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     // are sorted lazily, in blocks that double, as the walks below reach them: the draw
     // usually stops within the first few dozen tokens, and sorting all 150k took ~25 ms.
     const std::size_t n = x.size();
-    order_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {  // branch-free: vectorized by the compiler
-        order_[i] = candidate_key(x[i], static_cast<std::int32_t>(i));
-    }
-    // Keys below this one have a logit >= max - kSortSpan.
-    const std::uint64_t near_end = (candidate_key(stats.max - kSortSpan, 0) | 0xFFFFFFFFu) + 1;
-    const std::size_t head = static_cast<std::size_t>(
-        std::partition(order_.begin(), order_.end(),
-                       [near_end](std::uint64_t k) { return k < near_end; }) -
-        order_.begin());
-    const auto at = [&](std::size_t i) { return order_.begin() + static_cast<std::ptrdiff_t>(i); };
     std::size_t n_candidates = n;
     std::size_t sorted = 0;  // order_[0, sorted) is in final order and precedes the rest
+    std::size_t head = n;    // with every candidate keyed: order_[0, head) are the head's
+    bool all_keyed = false;
+    auto key_all = [&] {
+        order_.resize(n);
+        for (std::size_t i = 0; i < n; ++i) {  // branch-free: vectorized by the compiler
+            order_[i] = candidate_key(x[i], static_cast<std::int32_t>(i));
+        }
+        // Keys below this one have a logit >= max - kSortSpan.
+        const std::uint64_t near_end = (candidate_key(stats.max - kSortSpan, 0) | 0xFFFFFFFFu) + 1;
+        head = static_cast<std::size_t>(
+            std::partition(order_.begin(), order_.end(),
+                           [near_end](std::uint64_t k) { return k < near_end; }) -
+            order_.begin());
+        sorted = 0;
+        all_keyed = true;
+    };
+    const auto at = [&](std::size_t i) { return order_.begin() + static_cast<std::ptrdiff_t>(i); };
     if (p.top_k > 0 && static_cast<std::size_t>(p.top_k) < n) {
-        // Top-k survivors, sorted (from the head alone when it holds k of them).
+        // Top-k survivors, sorted: selected as below, or keyed and partially sorted (from the
+        // head alone when it holds k of them) where k is too large for that.
         n_candidates = static_cast<std::size_t>(p.top_k);
-        std::partial_sort(at(0), at(n_candidates), at(head >= n_candidates ? head : n));
+        if (!select_first(x, n_candidates)) {
+            key_all();
+            std::partial_sort(at(0), at(n_candidates), at(head >= n_candidates ? head : n));
+        }
         sorted = n_candidates;
+    } else if (select_first(x, kDeepAfter)) {
+        // The walk's first block, without keying the whole row: most draws end in it, and
+        // keying, partitioning and selecting over 150k candidates took most of a draw.
+        sorted = kDeepAfter;
+    } else {
+        key_all();
     }
     auto sort_through = [&](std::size_t i) {  // makes order_[i] final
         if (i < sorted) return;
+        // Past the selected first block: every candidate keyed, and the block sorted again
+        // from them (keys are unique, so in the same order).
+        if (!all_keyed) key_all();
         // Every head entry precedes every tail entry, so each part is selected on its own.
         const std::size_t part_end = i < head ? head : n_candidates;
         const std::size_t target = std::min(part_end, std::max(i + 1, 2 * sorted + 64));
@@ -229,6 +249,37 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
         if (target < cum) return drawn(candidate_id(order_[i]));
     }
     return drawn(candidate_id(order_[probs_.size() - 1]));
+}
+
+bool Sampler::select_first(std::span<const float> x, std::size_t k) {
+    // The k largest block maxima are k distinct entries, so the k-th largest of them (`bound`)
+    // is at most the k-th largest logit: every one of the first k candidates is >= bound and
+    // sits in a block whose maximum is >= bound, and those blocks hold at least k such entries.
+    // On a 150k row that is a few thousand entries to look at instead of all of them.
+    constexpr std::size_t kBlock = 64;
+    const std::size_t n = x.size();
+    const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
+    if (k == 0 || n_blocks < 4 * k) return false;
+    order_.reserve(n);  // what key_all needs, so that a later fallback does not allocate
+    block_max_.resize(n_blocks);
+    if (!block_maxima(x, static_cast<std::int64_t>(kBlock), block_max_.data())) return false;
+    block_rank_.assign(block_max_.begin(), block_max_.end());
+    const auto kth = block_rank_.begin() + static_cast<std::ptrdiff_t>(k - 1);
+    std::nth_element(block_rank_.begin(), kth, block_rank_.end(), std::greater<float>());
+    const float bound = *kth;
+    order_.clear();
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+        if (!(block_max_[b] >= bound)) continue;
+        const std::size_t end = std::min(n, (b + 1) * kBlock);
+        for (std::size_t i = b * kBlock; i < end; ++i) {
+            if (x[i] >= bound) order_.push_back(candidate_key(x[i], static_cast<std::int32_t>(i)));
+        }
+    }
+    if (order_.size() < k) return false;  // cannot happen (see above); the full path is exact
+    const auto last = order_.begin() + static_cast<std::ptrdiff_t>(k);
+    std::nth_element(order_.begin(), last - 1, order_.end());
+    std::sort(order_.begin(), last);
+    return true;
 }
 
 SampledToken sample_token(std::span<const float> logits, const SamplingParams& p,

@@ -81,6 +81,11 @@ private:
     // 256 4.1, 64 3.5; peaked rows, which mostly stop within 64, did not get slower).
     static constexpr std::size_t kDeepAfter = 64;
 
+    // order_[0, k): the k first candidates (the smallest keys), sorted, found from the maxima
+    // of blocks of the row without keying every candidate. False where it does not apply (a
+    // NaN in the row, fewer blocks than k): the caller keys and partitions the whole row.
+    bool select_first(std::span<const float> x, std::size_t k);
+
     // The walk where it hands over: order_[0, from) sorted and walked, `cum0` their
     // probabilities summed in order (filtered draws: probs_ holds them).
     struct DeepRest {
@@ -106,12 +111,13 @@ private:
                                           double first_prob);
 
     std::vector<float> processed_;
-    std::vector<std::uint64_t> order_;        // candidates (logit, id keys), sorted lazily
-    std::vector<std::int32_t> ids_;           // penalized history tokens
-    std::vector<double> probs_;               // the kept prefix's probabilities
-    std::vector<double> deep_mass_;           // per logit bucket of the rest (deep draws)
-    std::vector<std::uint16_t> deep_bucket_;  // each candidate's bucket (by id)
-    std::vector<std::uint64_t> deep_keys_;    // one bucket's candidates, sorted
+    std::vector<std::uint64_t> order_;           // candidates (logit, id keys), sorted lazily
+    std::vector<float> block_max_, block_rank_;  // select_first: blocks' maxima, and a copy
+    std::vector<std::int32_t> ids_;              // penalized history tokens
+    std::vector<double> probs_;                  // the kept prefix's probabilities
+    std::vector<double> deep_mass_;              // per logit bucket of the rest (deep draws)
+    std::vector<std::uint16_t> deep_bucket_;     // each candidate's bucket (by id)
+    std::vector<std::uint64_t> deep_keys_;       // one bucket's candidates, sorted
 };
 
 // Sampler::sample with a fresh Sampler (allocates; for one-off calls).

@@ -188,6 +188,21 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
         masked[i] = -std::numeric_limits<float>::infinity();
     }
     rows.push_back({"masked", masked});
+    // Rows long enough for Sampler's block selection of the first candidates: 200 ties at the
+    // top spread over many blocks (the first 64 are the lowest ids), and a row masked but for
+    // 30 entries (the first candidates include -inf ones).
+    auto top_ties = normal_row(30000, 1.0f, 0.0f);
+    for (std::size_t i = 0; i < 200; ++i) top_ties[(i * 7919) % top_ties.size()] = 6.0f;
+    rows.push_back({"200 ties at the top", top_ties});
+    std::vector<float> mostly_masked(20000, -std::numeric_limits<float>::infinity());
+    for (std::size_t i = 0; i < 30; ++i) mostly_masked[i * 613 + 5] = static_cast<float>(i % 7);
+    rows.push_back({"masked but for 30", mostly_masked});
+    // 63 equal tops, each in its own block, and the 64th candidate just below them: draws land
+    // on the last candidate of the first block often enough to tell a wrong one.
+    auto edge = normal_row(30000, 1.0f, 0.0f);
+    for (std::size_t i = 0; i < 63; ++i) edge[i * 401 + 17] = 10.0f;
+    edge[29000] = 9.99f;
+    rows.push_back({"the first block's last candidate", edge});
 
     std::vector<std::pair<std::string, SamplingParams>> settings;
     auto add = [&](std::string name, float t, int k, float top_p, float min_p, float rep,
@@ -233,7 +248,7 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
             }
         }
     }
-    EXPECT_EQ(compared, 6 * 12 * 40);
+    EXPECT_EQ(compared, 9 * 12 * 40);
 }
 
 // The SIMD passes (logit_math.cpp: the normalizer, the deep draws' buckets) on every Highway
