@@ -116,6 +116,10 @@ public:
               static_cast<double>(gate.total_bytes() + up.total_bytes()),
               [&] { inner_.gated_mlp_up(gate, b_gate, up, b_up, x, n, out, up_scratch); });
     }
+    void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),
+                        void* ctx) override {
+        timed("host tasks", nullptr, 0.0, [&] { inner_.run_host_tasks(n, task, ctx); });
+    }
     void matmul_add(const model::WeightMatrix& w, const float* a, std::int64_t n,
                     const model::WeightVector* bias, float* residual, float* scratch) override {
         timed("matmul_add", &w, static_cast<double>(w.total_bytes()),

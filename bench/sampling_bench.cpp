@@ -7,7 +7,11 @@
 // 14 above it, as a model sure of the next token gives) and "flat" (sd 1, no outliers: a
 // high-entropy step). Every draw's token is checked against the reference.
 //
-//   sampling_bench [--tokens N] [--json FILE]
+// Then a batch: 16 sequences' rows (as a stage's tail samples 16 concurrent requests), each
+// with its own Sampler, one after another against all at once on the CPU backend's pool
+// (Backend::run_host_tasks, what the tail does), ms per batch step.
+//
+//   sampling_bench [--tokens N] [--threads N] [--json FILE]
 
 #include <chrono>
 #include <cstdio>
@@ -15,8 +19,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "model/backend.hpp"
 #include "model/sampling.hpp"
 
 namespace {
@@ -51,15 +57,19 @@ SamplingParams params(float t, int k, float top_p, float min_p, float rep) {
 
 int main(int argc, char** argv) {
     int n_tokens = 40;
+    int n_threads = 0;  // the CPU backend's pool: 0 = all hardware threads
     std::string json_path;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--tokens" && i + 1 < argc) {
             n_tokens = std::atoi(argv[++i]);
+        } else if (a == "--threads" && i + 1 < argc) {
+            n_threads = std::atoi(argv[++i]);
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: sampling_bench [--tokens N] [--json FILE]\n");
+            std::fprintf(stderr,
+                         "usage: sampling_bench [--tokens N] [--threads N] [--json FILE]\n");
             return 2;
         }
     }
@@ -115,6 +125,56 @@ int main(int argc, char** argv) {
         }
     }
     std::printf("\n%d setting(s) where the tokens differed from the reference\n", mismatches);
+
+    // A batch of 16 rows, one Sampler each, at temperature 0.7 / top_p 0.9.
+    brigade::model::BackendOptions options;
+    options.n_threads = n_threads;
+    auto backend = brigade::model::make_backend(brigade::model::BackendKind::kCpu, options);
+    if (!backend) {
+        std::fprintf(stderr, "backend: %s\n", backend.error().message.c_str());
+        return 1;
+    }
+    constexpr int kBatch = 16;
+    const SamplingParams p = params(0.7f, 0, 0.9f, 0.0f, 1.0f);
+    std::printf(
+        "\n| vocab | logits | batch | one after another, ms/step | on the pool, ms/step | "
+        "speed-up |\n|---|---|---|---|---|---|\n");
+    for (const bool peaked : {true, false}) {
+        const std::size_t vocab = 151936;
+        std::vector<std::vector<float>> rows;
+        for (int b = 0; b < kBatch; ++b) rows.push_back(make_logits(vocab, peaked, 100 + b));
+        std::vector<brigade::model::Sampler> samplers(kBatch);
+        std::vector<std::int32_t> serial_tokens(kBatch), pool_tokens(kBatch);
+        double ms[2] = {0.0, 0.0};
+        for (int t = 0; t < n_tokens; ++t) {
+            for (int v = 0; v < 2; ++v) {
+                auto& tokens = v == 0 ? serial_tokens : pool_tokens;
+                auto one = [&](std::int64_t b) {
+                    const auto i = static_cast<std::size_t>(b);
+                    tokens[i] =
+                        samplers[i].sample(rows[i], p, {}, static_cast<std::uint64_t>(t)).token;
+                };
+                const auto t0 = Clock::now();
+                if (v == 0) {
+                    for (int b = 0; b < kBatch; ++b) one(b);
+                } else {
+                    brigade::model::for_each_host_task(**backend, kBatch, one);
+                }
+                ms[v] += std::chrono::duration<double>(Clock::now() - t0).count() * 1e3;
+            }
+            if (serial_tokens != pool_tokens) ++mismatches;
+        }
+        const double serial_ms = ms[0] / n_tokens, pool_ms = ms[1] / n_tokens;
+        std::printf("| %zu | %s | %d | %.3f | %.3f | %.1fx |\n", vocab, peaked ? "peaked" : "flat",
+                    kBatch, serial_ms, pool_ms, serial_ms / pool_ms);
+        out.push_back({{"vocab", vocab},
+                       {"logits", peaked ? "peaked" : "flat"},
+                       {"batch", kBatch},
+                       {"one_after_another_ms", serial_ms},
+                       {"pool_ms", pool_ms}});
+    }
+    std::printf("(backend %s, %d threads)\n", std::string((*backend)->name()).c_str(),
+                n_threads > 0 ? n_threads : static_cast<int>(std::thread::hardware_concurrency()));
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return mismatches == 0 ? 0 : 1;
 }

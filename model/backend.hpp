@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "model/errors.hpp"
 #include "model/tensor.hpp"
@@ -105,6 +106,15 @@ public:
                       std::size_t bytes) = 0;
     // Waits until all queued work is done (no-op on synchronous backends).
     virtual void synchronize() = 0;
+    // Host work between ops: task(ctx, i) for every i in [0, n), on the backend's host threads
+    // where it has them (the CPU backend's pool), else one after another on this thread;
+    // returns when all have run. Tasks must be independent of each other and must not call
+    // the backend. (A stage samples a batch's requests this way: each one's sampler is its
+    // own state.) for_each_host_task below takes a lambda.
+    virtual void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),
+                                void* ctx) {
+        for (std::int64_t i = 0; i < n; ++i) task(ctx, i);
+    }
 
     // y[n, w.rows] = x[n, w.cols] · Wᵀ, then + bias[w.rows] if `bias` is valid.
     virtual void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
@@ -162,6 +172,15 @@ public:
         add(residual, scratch, n * w.rows, residual);
     }
 };
+
+// f(i) for every i in [0, n) through backend.run_host_tasks.
+template <class F>
+void for_each_host_task(Backend& backend, std::int64_t n, F&& f) {
+    using Fn = std::remove_reference_t<F>;
+    backend.run_host_tasks(
+        n, [](void* ctx, std::int64_t i) { (*static_cast<Fn*>(ctx))(i); },
+        const_cast<void*>(static_cast<const void*>(&f)));
+}
 
 struct BackendOptions {
     int n_threads = 0;  // 0 = all hardware threads

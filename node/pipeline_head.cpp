@@ -117,6 +117,9 @@ struct PipelineHead::Impl {
     std::vector<model::SequenceBatchEntry> batch;  // reused across steps
     model::StageOutput step_out;                   // likewise (the logits are 600 KB a row)
     std::vector<std::list<HeadSequence>::iterator> owners;
+    // sample_locally's rows to sample and their tokens, reused across steps.
+    std::vector<std::size_t> to_sample;
+    std::vector<mesh::SampledTokenInfo> sampled;
     std::uint64_t n_retired = 0;    // sequences ended so far (a KV wait ends with the next one)
     std::uint64_t n_preempted = 0;  // sequences that gave their KV back to wait for room
     std::vector<std::uint8_t> payload;
@@ -537,11 +540,23 @@ void PipelineHead::Impl::reserve_batch_kv() {
 }
 
 void PipelineHead::Impl::sample_locally(const model::StageOutput& out) {
+    // Every request's sampler is its own state, so the rows are sampled in parallel on the
+    // backend's threads (one after another, 16 requests at a temperature took 16 x 0.1-0.8 ms
+    // per step), then delivered in batch order.
+    to_sample.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
-        auto it = owners[i];
-        if (it->prefilling()) continue;  // more prompt chunks to go
-        auto token = it->sampler->sample(out.last_row(i, batch[i]));
-        deliver(it, std::move(token));
+        if (!owners[i]->prefilling()) to_sample.push_back(i);  // else more prompt chunks to go
+    }
+    sampled.resize(to_sample.size());
+    auto sample_one = [&](std::int64_t k) {
+        const std::size_t i = to_sample[static_cast<std::size_t>(k)];
+        sampled[static_cast<std::size_t>(k)] =
+            owners[i]->sampler->sample(out.last_row(i, batch[i]));
+    };
+    model::for_each_host_task(*resources->backend, static_cast<std::int64_t>(to_sample.size()),
+                              sample_one);
+    for (std::size_t k = 0; k < to_sample.size(); ++k) {
+        deliver(owners[to_sample[k]], std::move(sampled[k]));
     }
 }
 

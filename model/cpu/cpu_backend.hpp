@@ -102,6 +102,11 @@ public:
     void read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
               std::size_t bytes) override;
     void synchronize() override {}
+    // On the pool (the caller included), one task per claim.
+    void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),
+                        void* ctx) override {
+        pool_.parallel_for(n, [&](std::int64_t i, int) { task(ctx, i); });
+    }
 
     void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                 const WeightVector* bias = nullptr) override;

@@ -9,8 +9,14 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/simd_targets.hpp"
@@ -248,6 +254,38 @@ TEST(CpuOps, SiluMulAndAddIncludingAliasAndParallelSizes) {
             expect_all_near(a, sum, 0.0, 0.0, "add n=" + std::to_string(n));
         }
     }
+}
+
+// Host tasks (a stage sampling a batch's requests): every index once, on the pool's threads
+// where it has more than one, and none left running when the call returns; the Backend
+// default runs them in order on the caller.
+TEST(CpuOps, HostTasksRunEachIndexOnceOnThePool) {
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        for (std::int64_t n : {0, 1, 2, 7, 64}) {
+            std::vector<std::atomic<int>> runs(static_cast<std::size_t>(n));
+            std::mutex mutex;
+            std::set<std::thread::id> seen;
+            for_each_host_task(cpu, n, [&](std::int64_t i) {
+                // Long enough that the other threads claim some of the tasks.
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                runs[static_cast<std::size_t>(i)].fetch_add(1);
+                std::lock_guard<std::mutex> lock(mutex);
+                seen.insert(std::this_thread::get_id());
+            });
+            for (std::int64_t i = 0; i < n; ++i) {
+                EXPECT_EQ(runs[static_cast<std::size_t>(i)].load(), 1)
+                    << threads << " threads, task " << i << " of " << n;
+            }
+            if (threads > 1 && n >= 7) {
+                EXPECT_GT(seen.size(), 1u) << n << " tasks ran on one thread";
+            }
+        }
+    }
+    auto reference = make_backend(BackendKind::kReference).value();
+    std::vector<std::int64_t> order;
+    for_each_host_task(*reference, 5, [&](std::int64_t i) { order.push_back(i); });
+    EXPECT_EQ(order, (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
 }
 
 TEST(CpuOps, SiluHandlesHugeNegativeGates) {

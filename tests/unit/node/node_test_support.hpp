@@ -32,9 +32,9 @@ inline const ModelFrontend& demo_frontend() {
 }
 
 inline std::shared_ptr<StageResources> load_range(const ModelFrontend& model,
-                                                  model::LayerRange range) {
+                                                  model::LayerRange range, int n_threads = 1) {
     StageLoadOptions options;
-    options.n_threads = 1;
+    options.n_threads = n_threads;
     options.show_progress = false;
     auto r = load_stage_resources(model, range, options, *quiet_logger());
     EXPECT_TRUE(r) << (r ? "" : r.error().message);

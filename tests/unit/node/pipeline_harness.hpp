@@ -146,10 +146,10 @@ public:
                                       mesh::Message& message)>;
 
     // Nodes 0 .. ranges.size()-1 run the stages (node 0 the head); `n_origins` more nodes
-    // serve the API only.
+    // serve the API only. Each stage's backend has `n_threads` threads.
     TestMesh(const ModelFrontend& model, const std::vector<model::LayerRange>& ranges,
              mesh::ActivationDType dtype, PipelineHeadOptions head_options = {}, int n_origins = 0,
-             std::uint64_t epoch = 7)
+             std::uint64_t epoch = 7, int n_threads = 1)
         : model_(model) {
         route_.epoch = epoch;
         route_.activations = dtype;
@@ -163,7 +163,7 @@ public:
             auto route = route_;
             route.self = n->id;
             if (i < ranges.size()) {
-                n->resources = load_range(model, ranges[i]);
+                n->resources = load_range(model, ranges[i], n_threads);
                 if (i == 0) {
                     n->head = std::make_shared<PipelineHead>(model, n->resources, route, &n->sender,
                                                              head_options, quiet_logger());

@@ -251,6 +251,50 @@ TEST(Pipeline, EightConcurrentRequestsAreNotMixed) {
         << mesh.total_kv_sequences();
 }
 
+// The tail samples a batch's requests in parallel on its backend's threads (one stage: the
+// head; two: the last worker). Sampled requests, each with its own seed, must give the tokens
+// they give alone.
+TEST(Pipeline, ConcurrentSampledRequestsOnSeveralThreadsGiveTheirOwnTokens) {
+    const auto& model = demo_frontend();
+    const std::vector<std::string> texts = {
+        "Tell me about the sea.", "Where do birds live?",  "Once upon a time there was a king.",
+        "What did the boy eat?",  "Describe a rainy day.", "How do trains work?"};
+    auto sampled = [&](std::size_t i, const std::string& id) {
+        auto r = completion(texts[i], 16, id);
+        r.sampling.temperature = 0.9;
+        r.sampling.top_p = 0.95;
+        r.sampling.seed = 1000 + i;
+        return r;
+    };
+    std::vector<std::string> solo;
+    {
+        TestMesh one(model, {{0, 4}}, ActivationDType::kF32);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            auto s = start(one.service(0), sampled(i, "solo-" + std::to_string(i)));
+            ASSERT_TRUE(s.sink->wait());
+            ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
+            solo.push_back(s.sink->content);
+        }
+    }
+    PipelineHeadOptions options;
+    options.max_active = 6;
+    for (const auto& ranges :
+         {std::vector<model::LayerRange>{{0, 4}}, std::vector<model::LayerRange>{{0, 2}, {2, 4}}}) {
+        TestMesh mesh(model, ranges, ActivationDType::kF32, options, 0, 7, 3);
+        std::vector<Started> started;
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            started.push_back(start(mesh.service(0), sampled(i, "c-" + std::to_string(i))));
+        }
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            ASSERT_TRUE(started[i].sink->wait());
+            ASSERT_TRUE(started[i].sink->final)
+                << (started[i].sink->error ? started[i].sink->error->message : "");
+            EXPECT_EQ(started[i].sink->content, solo[i])
+                << ranges.size() << " stages, request " << i;
+        }
+    }
+}
+
 TEST(Pipeline, CancelFreesKvOnEveryStage) {
     const auto& model = demo_frontend();
     TestMesh mesh(model, demo_splits()[2], ActivationDType::kBF16);
