@@ -22,17 +22,17 @@
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //                [--activations default|f32|int16|int8] [--profile] [--attention-min-keys N]
-//                [--batched-min-tokens N] [--batches 4,16] [--ab KNOB]
+//                [--batched-min-tokens N] [--batches 4,16] [--ab KNOB[=VALUE]]
 //
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
-// ...) between the CPU backend as configured (A) and with one CpuTuning knob flipped (B), and
+// ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
 // print both speeds. The lent VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so
 // two separate runs cannot resolve a change of a few percent; steps a few ms apart can.
 // KNOB is NAME or NAME=VALUE: split-int8 (CpuTuning::split_int8_activations, flipped),
 // prefetch-bytes=N, attention-min-keys=N (min_keys_per_split), chunks-per-thread=N
 // (max_chunks_per_thread), or none (B = A: what the harness itself makes of two equal settings;
-// on the lent Xeon B / A came out 1.003-1.019 in six cases of 128 steps, so smaller differences
-// are not resolved).
+// on the lent Xeon B / A came out 0.999-1.019 in ten cases of 96-128 steps, so differences under
+// about 2% are not resolved).
 //
 // --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
 // puts the tokens along the vector (5: always; 1000: never), to compare the two batched
@@ -170,7 +170,7 @@ struct Result {
     std::vector<int> contexts;
     std::vector<double> ctx_tps, ctx_bound_tps, ctx_explained_tps;
     std::vector<double> ctx_kv_bytes;  // KV bytes read per step at that context
-    // --ab: the knob, and the one-sequence decode speed with it as configured (A) and flipped
+    // --ab: the knob, and the one-sequence decode speed as configured (A) and with the knob
     // (B), from alternated steps.
     std::string ab;
     double ab_a_tps = 0, ab_b_tps = 0;
@@ -310,11 +310,6 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
     return tuning;
 }
 
-brigade::model::cpu::CpuTuning with_knob(const brigade::model::cpu::CpuTuning& tuning,
-                                         const std::string& knob) {
-    return knob_applied(tuning, knob).value_or(tuning);  // main() checked the knob
-}
-
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, Result& r,
@@ -427,7 +422,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     auto* cpu_tunable = dynamic_cast<cpu::CpuBackend*>(backend->get());
     if (!ab.empty() && cpu_tunable != nullptr) {
         const cpu::CpuTuning a = cpu_tunable->tuning();
-        const cpu::CpuTuning b = with_knob(a, ab);
+        const cpu::CpuTuning b = knob_applied(a, ab).value_or(a);  // main() checked the knob
         if (!s.run_layers({entry(5, prompt_of(prompt, 1), 0)})) return false;
         // 8 untimed steps first: the first steps after a prompt are slower (the prompt's
         // buffers, the decode kernels' first touch), and would count against A alone.
@@ -586,9 +581,8 @@ void print_tables(const std::vector<Result>& results, double bw) {
     for (const auto& r : results) any_ab = any_ab || !r.ab.empty();
     if (any_ab) {
         std::printf(
-            "\n| model | format | knob (--ab) | A: as configured, tok/s | B: with the knob, tok/s "
-            "| "
-            "B / A |\n|---|---|---|---|---|---|\n");
+            "\n| model | format | knob (--ab) | A: as configured, tok/s | "
+            "B: with the knob, tok/s | B / A |\n|---|---|---|---|---|---|\n");
         for (const auto& r : results) {
             if (r.ab.empty()) continue;
             std::printf("| %s | %s | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),

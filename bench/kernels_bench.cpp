@@ -5,6 +5,8 @@
 //                           without software prefetch                         -> GB/s
 //   f32 FMA peak            independent vector multiply-adds on every thread -> GFLOP/s
 //   fork-join               one empty parallel region of the thread pool       -> µs
+//                           (and one whose tasks each read a vector of 896 or 4864 floats
+//                           that one thread, or every thread, has just written)
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
 //                           (quantized: what serving uses, split-int8 activations for 4-bit
 //                           on AVX-512 VNNI or AVX-VNNI, else the grouped f32 kernel; the
@@ -422,8 +424,8 @@ int main(int argc, char** argv) {
     }
 
     // What a region costs when every task first reads a vector another thread just wrote: a
-    // decode matmul's activations (896 to 8192 floats), written by one thread (the quantizer)
-    // or by all of them (the previous op's rows).
+    // decode matmul's activations (Qwen2.5-0.5B's 896 and 4864), written by one thread (the
+    // quantizer) or by all of them (the previous op's rows).
     for (const std::int64_t floats : {std::int64_t{896}, std::int64_t{4864}}) {
         for (const bool by_all : {false, true}) {
             const std::string name = "fork-join reading " + std::to_string(floats) +

@@ -108,9 +108,10 @@ public:
     virtual void synchronize() = 0;
     // Host work between ops: task(ctx, i) for every i in [0, n), on the backend's host threads
     // where it has them (the CPU backend's pool), else one after another on this thread;
-    // returns when all have run. Tasks must be independent of each other and must not call
-    // the backend. (A stage samples a batch's requests this way: each one's sampler is its
-    // own state.) for_each_host_task below takes a lambda.
+    // returns when all have run. Tasks must be independent of each other, must not call the
+    // backend and must not throw (on a pool thread an exception ends the process). (A stage samples
+    // a batch's requests this way: each one's sampler is its own state.) for_each_host_task below
+    // takes a lambda.
     virtual void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),
                                 void* ctx) {
         for (std::int64_t i = 0; i < n; ++i) task(ctx, i);

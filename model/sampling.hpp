@@ -82,8 +82,9 @@ private:
     static constexpr std::size_t kDeepAfter = 64;
 
     // order_[0, k): the k first candidates (the smallest keys), sorted, found from the maxima
-    // of blocks of the row without keying every candidate. False where it does not apply (a
-    // NaN in the row, fewer blocks than k): the caller keys and partitions the whole row.
+    // of 64-entry blocks of the row without keying every candidate. False where it does not
+    // apply: a NaN in the row, or fewer than 4k blocks (the bound would then select most of
+    // the row anyway); the caller keys and partitions the whole row instead.
     bool select_first(std::span<const float> x, std::size_t k);
 
     // The walk where it hands over: order_[0, from) sorted and walked, `cum0` their

@@ -349,4 +349,13 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     return out;
 }
 
+void sample_batch(model::Backend& backend, std::span<const SampleJob> jobs,
+                  std::vector<mesh::SampledTokenInfo>& out) {
+    out.resize(jobs.size());
+    model::for_each_host_task(backend, static_cast<std::int64_t>(jobs.size()), [&](std::int64_t i) {
+        const SampleJob& job = jobs[static_cast<std::size_t>(i)];
+        out[static_cast<std::size_t>(i)] = job.sampler->sample(job.logits);
+    });
+}
+
 }  // namespace brigade::node

@@ -17,6 +17,7 @@
 
 #include "api/json_prefix.hpp"
 #include "mesh/messages.hpp"
+#include "model/backend.hpp"
 #include "model/errors.hpp"
 #include "model/sampling.hpp"
 #include "node/serve_model.hpp"
@@ -103,5 +104,18 @@ private:
     void rebuild_json_state();
     std::vector<std::uint64_t> json_mask_of_state(std::size_t n_tokens);
 };
+
+// One row of a batch to sample: the request's sampler and the logits of its last position.
+struct SampleJob {
+    TokenSampler* sampler = nullptr;
+    std::span<const float> logits;
+};
+// out[i] = jobs[i].sampler->sample(jobs[i].logits). Every request's sampler is its own state,
+// so the rows are sampled in parallel on the backend's host threads (Backend::run_host_tasks):
+// one after another, 16 requests at a temperature took 16 x 0.1-0.8 ms a step (sampling_bench,
+// bench/RESULTS.md session 13). The samplers must be distinct. `out` is resized, so a reused
+// one does not allocate.
+void sample_batch(model::Backend& backend, std::span<const SampleJob> jobs,
+                  std::vector<mesh::SampledTokenInfo>& out);
 
 }  // namespace brigade::node

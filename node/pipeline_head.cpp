@@ -117,8 +117,9 @@ struct PipelineHead::Impl {
     std::vector<model::SequenceBatchEntry> batch;  // reused across steps
     model::StageOutput step_out;                   // likewise (the logits are 600 KB a row)
     std::vector<std::list<HeadSequence>::iterator> owners;
-    // sample_locally's rows to sample and their tokens, reused across steps.
+    // sample_locally's rows to sample, their jobs and tokens, reused across steps.
     std::vector<std::size_t> to_sample;
+    std::vector<SampleJob> sample_jobs;
     std::vector<mesh::SampledTokenInfo> sampled;
     std::uint64_t n_retired = 0;    // sequences ended so far (a KV wait ends with the next one)
     std::uint64_t n_preempted = 0;  // sequences that gave their KV back to wait for room
@@ -540,21 +541,15 @@ void PipelineHead::Impl::reserve_batch_kv() {
 }
 
 void PipelineHead::Impl::sample_locally(const model::StageOutput& out) {
-    // Every request's sampler is its own state, so the rows are sampled in parallel on the
-    // backend's threads (one after another, 16 requests at a temperature took 16 x 0.1-0.8 ms
-    // per step), then delivered in batch order.
+    // All rows at once (sample_batch: in parallel), then delivered in batch order.
     to_sample.clear();
+    sample_jobs.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (!owners[i]->prefilling()) to_sample.push_back(i);  // else more prompt chunks to go
+        if (owners[i]->prefilling()) continue;  // more prompt chunks to go
+        to_sample.push_back(i);
+        sample_jobs.push_back({&*owners[i]->sampler, out.last_row(i, batch[i])});
     }
-    sampled.resize(to_sample.size());
-    auto sample_one = [&](std::int64_t k) {
-        const std::size_t i = to_sample[static_cast<std::size_t>(k)];
-        sampled[static_cast<std::size_t>(k)] =
-            owners[i]->sampler->sample(out.last_row(i, batch[i]));
-    };
-    model::for_each_host_task(*resources->backend, static_cast<std::int64_t>(to_sample.size()),
-                              sample_one);
+    sample_batch(*resources->backend, sample_jobs, sampled);
     for (std::size_t k = 0; k < to_sample.size(); ++k) {
         deliver(owners[to_sample[k]], std::move(sampled[k]));
     }

@@ -65,8 +65,9 @@ struct StageWorker::Impl {
 
     // Compute thread only.
     std::unordered_map<std::uint64_t, TokenSampler> samplers;  // tail
-    // The tail's rows to sample (row, sampler) and their tokens, reused across frames.
-    std::vector<std::pair<std::size_t, TokenSampler*>> to_sample;
+    // The tail's rows to sample, their jobs and tokens, reused across frames.
+    std::vector<std::size_t> to_sample;
+    std::vector<SampleJob> sample_jobs;
     std::vector<mesh::SampledTokenInfo> sampled;
     // Tail: token ids of what the KV holds, for requests that finished (until the head keeps or
     // frees them), for cached prefix entries, and for new requests that start from an entry
@@ -415,6 +416,7 @@ void StageWorker::Impl::process(mesh::ActivationFrame& frame) {
         tokens.epoch = frame.epoch;
         tokens.batch_id = frame.batch_id;
         to_sample.clear();
+        sample_jobs.clear();
         for (std::size_t k = 0; k < kept.size(); ++k) {
             const auto& e = frame.entries[kept[k]];
             auto& sampler = samplers.at(e.request_id);
@@ -422,26 +424,20 @@ void StageWorker::Impl::process(mesh::ActivationFrame& frame) {
                 fail_entry(frame, e, "token history out of step with the rows");
                 continue;
             }
-            if (e.wants_token) to_sample.push_back({k, &sampler});
+            if (!e.wants_token) continue;
+            to_sample.push_back(k);
+            sample_jobs.push_back({&sampler, out->last_row(k, batch[k])});
         }
-        // Every request's sampler is its own state, so the rows are sampled in parallel on
-        // the backend's threads (one after another, 16 requests at a temperature took
-        // 16 x 0.1-0.8 ms per step), then sent in batch order.
-        sampled.resize(to_sample.size());
-        auto sample_one = [&](std::int64_t j) {
-            const auto& [k, sampler] = to_sample[static_cast<std::size_t>(j)];
-            sampled[static_cast<std::size_t>(j)] = sampler->sample(out->last_row(k, batch[k]));
-        };
-        model::for_each_host_task(*resources->backend, static_cast<std::int64_t>(to_sample.size()),
-                                  sample_one);
+        // All rows at once (sample_batch: in parallel), then sent in batch order.
+        sample_batch(*resources->backend, sample_jobs, sampled);
         for (std::size_t j = 0; j < to_sample.size(); ++j) {
-            const auto& e = frame.entries[kept[to_sample[j].first]];
+            const auto& e = frame.entries[kept[to_sample[j]]];
             const bool finished = sampled[j].finish != mesh::TokenFinish::kContinue;
             tokens.tokens.push_back(std::move(sampled[j]));
             if (finished) {
                 // The KV stays until the head keeps it as a cached prefix or frees it (its
                 // KvPrefix or Cancel follows); the sampler is done, its history is kept.
-                ended_history[e.request_id] = to_sample[j].second->history();
+                ended_history[e.request_id] = sample_jobs[j].sampler->history();
                 samplers.erase(e.request_id);
             }
         }

@@ -235,7 +235,10 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     //    columns (counted, not timed), less than a fork-join (~2.7 µs); the scalar loop costs a
     //    quarter of a 16-thread 4-bit matmul at 8k columns.
     //  - split-int8: about 0.5 ns per activation on one Sapphire Rapids core (896: 0.45 µs,
-    //    4864: 2.4 µs); wider rows (Llama's 8192, 7B models' 18944) split over the pool.
+    //    4864: 2.4 µs); wider rows (Llama's 8192, 7B models' 18944) split over the pool. On the
+    //    lent 16-vCPU Xeon the serial split took 1.6 and 4.5-7 µs, most of it invalidating the
+    //    other cores' copies of the buffer; preparing it inside the previous op, or a copy per
+    //    thread, measured no faster in the engine (bench/RESULTS.md, session 13).
     //  - grouped: reordering x is a copy of n * cols floats.
     std::int64_t serial_below = 32768;
     std::int64_t min_chunk = 16;

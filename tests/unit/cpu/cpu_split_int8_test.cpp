@@ -35,6 +35,18 @@ int digit(const std::vector<std::int8_t>& digits, const WeightMatrix& w, std::in
     return digits[static_cast<std::size_t>(at)];
 }
 
+// Every expected output is nonzero (else the case would test nothing) and y is within 1e-5 of
+// it, relative.
+void expect_relative(const std::vector<float>& y, const std::vector<float>& expect,
+                     SplitInt8Variant variant, int group) {
+    ASSERT_EQ(y.size(), expect.size());
+    for (std::size_t r = 0; r < y.size(); ++r) {
+        EXPECT_NE(expect[r], 0.0f);
+        EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
+            << split_int8_variant_name(variant) << " group=" << group << " r=" << r;
+    }
+}
+
 struct Split {
     std::vector<std::int8_t> digits;
     std::vector<float> unit, sum;
@@ -163,11 +175,7 @@ TEST(SplitInt8, ZeroGroupsGiveZeroAndAHugeLaneLeavesTheRestNegligible) {
             for (int r = 0; r < 11; ++r) EXPECT_EQ(y[r], 0.0f) << "group=" << group << " r=" << r;
             cpu.matmul(w.view, huge.data(), 1, y.data());
             ref->matmul(w.view, huge.data(), 1, expect.data());
-            for (int r = 0; r < 11; ++r) {
-                EXPECT_NE(expect[r], 0.0f);
-                EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
-                    << split_int8_variant_name(variant) << " group=" << group << " r=" << r;
-            }
+            expect_relative(y, expect, variant, group);
         }
     }
 }
@@ -201,11 +209,7 @@ TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
             tuning.split_int8_variant = variant;
             CpuBackend cpu(BackendOptions{2}, tuning);
             cpu.matmul(w.view, x.data(), 1, y.data());
-            for (std::int64_t r = 0; r < rows; ++r) {
-                EXPECT_NE(expect[r], 0.0f);
-                EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
-                    << split_int8_variant_name(variant) << " group=" << group << " r=" << r;
-            }
+            expect_relative(y, expect, variant, group);
         }
     }
 }

@@ -197,8 +197,8 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
     std::vector<float> mostly_masked(20000, -std::numeric_limits<float>::infinity());
     for (std::size_t i = 0; i < 30; ++i) mostly_masked[i * 613 + 5] = static_cast<float>(i % 7);
     rows.push_back({"masked but for 30", mostly_masked});
-    // 63 equal tops, each in its own block, and the 64th candidate just below them: draws land
-    // on the last candidate of the first block often enough to tell a wrong one.
+    // 63 equal tops, each in its own block, and the 64th candidate alone in another block just
+    // below them: its block's maximum is the bound the selection of the first 64 rests on.
     auto edge = normal_row(30000, 1.0f, 0.0f);
     for (std::size_t i = 0; i < 63; ++i) edge[i * 401 + 17] = 10.0f;
     edge[29000] = 9.99f;
