@@ -22,7 +22,7 @@
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //                [--activations default|f32|int16|int8] [--profile] [--attention-min-keys N]
-//                [--batched-min-tokens N] [--batches 4,16] [--ab KNOB[=VALUE]]
+//                [--batched-min-tokens N] [--batches 4,16] [--ab KNOB[=VALUE]] [--kv-f32]
 //
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
@@ -77,6 +77,7 @@
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/thread_pool.hpp"
+#include "model/cpu/weight_decode.hpp"
 #include "model/forward.hpp"
 #include "model/generate.hpp"
 #include "model/io/quantize.hpp"
@@ -274,8 +275,16 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
         threads.emplace_back([&, l] {
             FastRng rng;
             rng.s += static_cast<std::uint64_t>(l) * 7919;
-            for (float* p : {kv.keys(seq, l), kv.values(seq, l)}) {
-                for (std::int64_t i = 0; i < n * kv_dim; ++i) p[i] = rng.uniform(-1.0f, 1.0f);
+            for (void* block : {kv.keys(seq, l), kv.values(seq, l)}) {
+                if (kv.dtype() == brigade::model::DType::kF16) {
+                    auto* p = static_cast<std::uint16_t*>(block);
+                    for (std::int64_t i = 0; i < n * kv_dim; ++i) {
+                        p[i] = brigade::model::cpu::f32_to_f16(rng.uniform(-1.0f, 1.0f));
+                    }
+                } else {
+                    auto* p = static_cast<float*>(block);
+                    for (std::int64_t i = 0; i < n * kv_dim; ++i) p[i] = rng.uniform(-1.0f, 1.0f);
+                }
             }
         });
     }
@@ -315,7 +324,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
               const std::vector<int>& contexts, int n_decode, Result& r,
               const std::string& activations, bool profile, std::int64_t attention_min_keys,
               std::int64_t batched_min_tokens, const std::vector<int>& batches,
-              const std::string& ab) {
+              const std::string& ab, brigade::model::DType kv_dtype) {
     using namespace brigade::model;
     r.model = shape.name;
     // Quantized activations apply to quantized weights only.
@@ -347,6 +356,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     auto t0 = Clock::now();
     StageOptions so;
     so.max_context = max_context + 2 * n_decode + 72;  // --ab decodes twice as many steps
+    so.kv_dtype = kv_dtype;
     // --profile: every op goes through the timing decorator (a little slower; see op_profile).
     brigade::bench::OpProfile profiler(**backend);
     Backend& engine_backend = profile ? static_cast<Backend&>(profiler) : **backend;
@@ -662,6 +672,7 @@ int main(int argc, char** argv) {
     std::string ab;
     std::int64_t batched_min_tokens = 0;  // 0: the backend's default
     std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
+    bool kv_f32 = false;                  // --kv-f32: the KV cache in f32 (default f16)
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -710,6 +721,8 @@ int main(int argc, char** argv) {
             batches_arg = next();
         else if (a == "--batched-min-tokens")
             batched_min_tokens = std::stoll(next());
+        else if (a == "--kv-f32")
+            kv_f32 = true;
         else if (a == "--ab") {
             ab = next();
             if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
@@ -726,7 +739,7 @@ int main(int argc, char** argv) {
                 "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
                 "[--keep] [--json FILE] [--activations default|f32|int16|int8] [--profile] "
                 "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16] "
-                "[--ab KNOB[=VALUE]]\n");
+                "[--ab KNOB[=VALUE]] [--kv-f32]\n");
             return 2;
         }
     }
@@ -765,7 +778,8 @@ int main(int argc, char** argv) {
             Result r;
             bw_runs.push_back(measure_bandwidth_gbs(n_threads));
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, r, activations,
-                          profile, attention_min_keys, batched_min_tokens, batches, ab)) {
+                          profile, attention_min_keys, batched_min_tokens, batches, ab,
+                          kv_f32 ? brigade::model::DType::kF32 : brigade::model::DType::kF16)) {
                 return 1;
             }
             results.push_back(r);
@@ -781,7 +795,8 @@ int main(int argc, char** argv) {
     std::printf(", measured at the start and before each case)\n");
     for (Result& r : results) apply_bounds(r, bwn * 1e9);
     print_tables(results, bwn);
-    std::printf("\nbackend %s, %d threads, %d hardware threads\n", backend.c_str(), n_threads, hw);
+    std::printf("\nbackend %s, %d threads, %d hardware threads, KV cache %s\n", backend.c_str(),
+                n_threads, hw, kv_f32 ? "f32" : "f16");
     if (!json_path.empty()) write_json(json_path, results, bw1, bw_runs, bwn, n_threads);
     if (!keep && dir_arg.empty()) std::filesystem::remove_all(root);
     return 0;

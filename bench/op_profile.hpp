@@ -59,6 +59,10 @@ public:
               std::size_t bytes) override {
         timed("read", nullptr, 0.0, [&] { inner_.read(src, offset, dst, bytes); });
     }
+    void store_as(const float* src, std::int64_t n, model::DType dtype, model::DeviceBuffer& dst,
+                  std::size_t offset) override {
+        timed("store_as", nullptr, 0.0, [&] { inner_.store_as(src, n, dtype, dst, offset); });
+    }
     void synchronize() override { inner_.synchronize(); }
 
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t n, float* y,

@@ -58,9 +58,12 @@ private:
 // Query head h uses KV head h / (n_heads / n_kv_heads) (HF `repeat_kv` grouping).
 struct AttentionArgs {
     const float* q = nullptr;  // [n_q, n_heads, head_dim], already rotated
-    const float* k = nullptr;  // [n_kv, n_kv_heads, head_dim], positions 0..n_kv-1, rotated
-    const float* v = nullptr;  // [n_kv, n_kv_heads, head_dim]
-    float* out = nullptr;      // [n_q, n_heads, head_dim]
+    // Keys [n_kv, n_kv_heads, head_dim] (positions 0..n_kv-1, rotated) and values, of kv_dtype:
+    // F32, or F16 (the KV cache's half-size rows, widened to f32 as they are read).
+    const void* k = nullptr;
+    const void* v = nullptr;
+    DType kv_dtype = DType::kF32;
+    float* out = nullptr;  // [n_q, n_heads, head_dim]
     std::int64_t n_q = 0;
     std::int64_t n_kv = 0;
     std::int64_t n_heads = 0;
@@ -104,6 +107,12 @@ public:
                        std::size_t bytes) = 0;
     virtual void read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
                       std::size_t bytes) = 0;
+    // Stores n floats of backend memory `src` into `dst` from byte `offset_bytes` on, as
+    // `dtype`: F32 copies; F16 rounds to nearest even and saturates magnitudes past 65504 to
+    // ±65504 (a key that overflowed to inf would turn every score of its head into NaN).
+    // The KV cache writes its rows this way.
+    virtual void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
+                          std::size_t offset_bytes) = 0;
     // Waits until all queued work is done (no-op on synchronous backends).
     virtual void synchronize() = 0;
     // Host work between ops: task(ctx, i) for every i in [0, n), on the backend's host threads

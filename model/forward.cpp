@@ -108,7 +108,8 @@ Result<std::unique_ptr<Stage>> Stage::load(const std::filesystem::path& model_di
     KvCacheLimits limits;
     limits.max_positions =
         options.max_context > 0 ? options.max_context : stage->config_.max_position_embeddings;
-    stage->kv_ = std::make_unique<KvCache>(backend, range.size(), stage->config_.kv_dim(), limits);
+    stage->kv_ = std::make_unique<KvCache>(backend, range.size(), stage->config_.kv_dim(), limits,
+                                           options.kv_dtype);
     stage->scratch_.resize(kNumSlots);
     return stage;
 }
@@ -224,7 +225,7 @@ Result<void> Stage::run_layers(const std::vector<SequenceBatchEntry>& batch,
     scratch(kProjected, T * static_cast<std::size_t>(hidden));
     scratch(kGate, T * static_cast<std::size_t>(config_.intermediate_size));
     scratch(kUp, T * static_cast<std::size_t>(config_.intermediate_size));
-    if (batch.size() > 1) {
+    if (batch.size() > 1 || kv_->dtype() != DType::kF32) {  // see run_layer
         scratch(kKeys, T * static_cast<std::size_t>(config_.kv_dim()));
         scratch(kValues, T * static_cast<std::size_t>(config_.kv_dim()));
     }
@@ -317,10 +318,10 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
                                   {&w.wv, v_out, bias_or_null(w.bv)}};
         backend_.matmul_many(jobs, xn, n_rows);
     };
-    if (batch.size() > 1) {
+    if (batch.size() > 1 || kv_->dtype() != DType::kF32) {
         // Several sequences: project K and V of all rows at once (each weight read once per
-        // step, which is what makes batched decode cheap), then copy each sequence's rows
-        // into its cache.
+        // step, which is what makes batched decode cheap), then store each sequence's rows
+        // into its cache. (So also for one sequence when the cache holds f16 rows.)
         float* k_all = scratch_[kKeys].f32();
         float* v_all = scratch_[kValues].f32();
         project_qkv(k_all, v_all);
@@ -337,10 +338,12 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
             kv_->write_rows(e.seq_id, local, 1, e.pos0, e.n_tokens, scratch_[kValues], offset);
         }
     } else {
-        // One sequence: K and V go straight into its cache rows pos0 .. pos0 + n - 1.
+        // One sequence, f32 cache: K and V go straight into its rows pos0 .. pos0 + n - 1.
         const auto& e = batch[0];
-        float* k_new = kv_->keys(e.seq_id, local) + static_cast<std::int64_t>(e.pos0) * kv_dim;
-        float* v_new = kv_->values(e.seq_id, local) + static_cast<std::int64_t>(e.pos0) * kv_dim;
+        float* k_new =
+            static_cast<float*>(kv_->keys(e.seq_id, local)) + std::int64_t{e.pos0} * kv_dim;
+        float* v_new =
+            static_cast<float*>(kv_->values(e.seq_id, local)) + std::int64_t{e.pos0} * kv_dim;
         project_qkv(k_new, v_new);  // n_rows == e.n_tokens
         if (c.qk_norm) {
             backend_.rms_norm(k_new, w.k_norm, static_cast<std::int64_t>(e.n_tokens) * c.n_kv_heads,
@@ -356,12 +359,11 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
     attention.resize(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
         const auto& e = batch[i];
-        float* keys = kv_->keys(e.seq_id, local);
-        float* values = kv_->values(e.seq_id, local);
         AttentionArgs& a = attention[i];
         a.q = q + row0[i] * q_dim;
-        a.k = keys;
-        a.v = values;
+        a.k = kv_->keys(e.seq_id, local);
+        a.v = kv_->values(e.seq_id, local);
+        a.kv_dtype = kv_->dtype();
         a.out = attn + row0[i] * q_dim;
         a.n_q = e.n_tokens;
         a.n_kv = static_cast<std::int64_t>(e.pos0) + e.n_tokens;

@@ -61,6 +61,9 @@ struct StageOutput {
 struct StageOptions {
     // Positions per sequence; 0 = the model's max_position_embeddings.
     std::int64_t max_context = 0;
+    // The KV cache's element type: F16 (half the memory and the bytes read at long contexts)
+    // or F32 (no rounding of keys and values).
+    DType kv_dtype = DType::kF16;
     // The KV byte budget depends on the weights, known once loaded: kv_cache().set_max_bytes.
 };
 

@@ -12,8 +12,14 @@ constexpr std::int64_t kInitialPositions = 256;
 
 }  // namespace
 
-KvCache::KvCache(Backend& backend, int n_local_layers, int kv_dim, KvCacheLimits limits)
-    : backend_(backend), n_layers_(n_local_layers), kv_dim_(kv_dim), limits_(limits) {}
+KvCache::KvCache(Backend& backend, int n_local_layers, int kv_dim, KvCacheLimits limits,
+                 DType dtype)
+    : backend_(backend),
+      n_layers_(n_local_layers),
+      kv_dim_(kv_dim),
+      dtype_(dtype == DType::kF16 ? DType::kF16 : DType::kF32),
+      element_bytes_(kv_element_bytes(dtype_)),
+      limits_(limits) {}
 
 std::int64_t KvCache::length(std::uint64_t seq_id) const {
     auto it = seqs_.find(seq_id);
@@ -21,8 +27,7 @@ std::int64_t KvCache::length(std::uint64_t seq_id) const {
 }
 
 std::uint64_t KvCache::bytes_per_position() const {
-    return 2ull * static_cast<std::uint64_t>(n_layers_) * static_cast<std::uint64_t>(kv_dim_) *
-           sizeof(float);
+    return 2ull * static_cast<std::uint64_t>(n_layers_) * row_bytes();
 }
 
 std::uint64_t KvCache::bytes_used() const {
@@ -37,32 +42,31 @@ std::uint64_t KvCache::bytes_reserved() const {
     return n * bytes_per_position();
 }
 
-float* KvCache::block(Sequence& s, int local_layer, int which) {
-    const std::int64_t per_block = s.capacity * kv_dim_;
-    return s.buffer.f32() + (2 * static_cast<std::int64_t>(local_layer) + which) * per_block;
+std::size_t KvCache::block_offset(std::int64_t capacity, int local_layer, int which) const {
+    return static_cast<std::size_t>(2 * local_layer + which) * static_cast<std::size_t>(capacity) *
+           row_bytes();
 }
 
-float* KvCache::keys(std::uint64_t seq_id, int local_layer) {
-    return block(seqs_.at(seq_id), local_layer, 0);
+void* KvCache::keys(std::uint64_t seq_id, int local_layer) {
+    const Sequence& s = seqs_.at(seq_id);
+    return static_cast<std::uint8_t*>(s.buffer.data()) + block_offset(s.capacity, local_layer, 0);
 }
 
-float* KvCache::values(std::uint64_t seq_id, int local_layer) {
-    return block(seqs_.at(seq_id), local_layer, 1);
+void* KvCache::values(std::uint64_t seq_id, int local_layer) {
+    const Sequence& s = seqs_.at(seq_id);
+    return static_cast<std::uint8_t*>(s.buffer.data()) + block_offset(s.capacity, local_layer, 1);
 }
 
 void KvCache::copy_positions(const Sequence& from, Sequence& to, std::int64_t n) {
     if (n <= 0 || n_layers_ == 0) return;
-    const std::size_t row_bytes = static_cast<std::size_t>(kv_dim_) * sizeof(float);
-    std::vector<float> staging(static_cast<std::size_t>(n) * static_cast<std::size_t>(kv_dim_));
+    // Through host memory: a plain copy on CPU backends, and correct (if slow) on any other.
+    const std::size_t bytes = static_cast<std::size_t>(n) * row_bytes();
+    std::vector<std::uint8_t> staging(bytes);
     for (int l = 0; l < n_layers_; ++l) {
         for (int which = 0; which < 2; ++which) {
-            const std::size_t src_off = static_cast<std::size_t>(2 * l + which) *
-                                        static_cast<std::size_t>(from.capacity) * row_bytes;
-            const std::size_t dst_off = static_cast<std::size_t>(2 * l + which) *
-                                        static_cast<std::size_t>(to.capacity) * row_bytes;
-            const std::size_t bytes = static_cast<std::size_t>(n) * row_bytes;
-            backend_.read(from.buffer, src_off, staging.data(), bytes);
-            backend_.write(to.buffer, dst_off, staging.data(), bytes);
+            backend_.read(from.buffer, block_offset(from.capacity, l, which), staging.data(),
+                          bytes);
+            backend_.write(to.buffer, block_offset(to.capacity, l, which), staging.data(), bytes);
         }
     }
 }
@@ -70,16 +74,10 @@ void KvCache::copy_positions(const Sequence& from, Sequence& to, std::int64_t n)
 void KvCache::write_rows(std::uint64_t seq_id, int local_layer, int which, std::int64_t pos0,
                          std::int64_t n, const DeviceBuffer& src, std::size_t src_offset) {
     Sequence& s = seqs_.at(seq_id);
-    const std::size_t row_bytes = static_cast<std::size_t>(kv_dim_) * sizeof(float);
     const std::size_t dst_off =
-        (static_cast<std::size_t>(2 * local_layer + which) * static_cast<std::size_t>(s.capacity) +
-         static_cast<std::size_t>(pos0)) *
-        row_bytes;
-    const std::size_t bytes = static_cast<std::size_t>(n) * row_bytes;
-    // Through host memory: a plain copy on CPU backends, and correct (if slow) on any other.
-    staging_.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(kv_dim_));
-    backend_.read(src, src_offset, staging_.data(), bytes);
-    backend_.write(s.buffer, dst_off, staging_.data(), bytes);
+        block_offset(s.capacity, local_layer, which) + static_cast<std::size_t>(pos0) * row_bytes();
+    const float* from = src.f32() + src_offset / sizeof(float);
+    backend_.store_as(from, n * kv_dim_, dtype_, s.buffer, dst_off);
 }
 
 Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {

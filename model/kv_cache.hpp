@@ -1,8 +1,10 @@
 #pragma once
 // Keys and values of every sequence a stage serves, for the stage's local layers only
-// (house guide §2). Storage is backend memory, f32, one buffer per sequence laid out as
-// [local_layer][K|V][capacity][kv_dim], so the forward pass writes new rows in place with a
-// projection matmul and attention reads one contiguous [n_positions, kv_dim] block.
+// (house guide §2). Storage is backend memory, one buffer per sequence laid out as
+// [local_layer][K|V][capacity][kv_dim], so attention reads one contiguous [n_positions, kv_dim]
+// block. Elements are F16 (the default: half the memory and half the bytes a long context's
+// decode step reads, at a rounding of 2^-11 relative per element) or F32 (then the forward pass
+// writes new rows in place with its projection matmul).
 //
 // A sequence grows by doubling (copying through the backend's read/write). Limits: a per
 // sequence context limit (positions) and an optional total byte budget over all sequences.
@@ -21,9 +23,16 @@ struct KvCacheLimits {
     std::uint64_t max_bytes = 0;        // bytes of claimed positions, all sequences; 0 = none
 };
 
+// Bytes of one K or V element of a cache of this dtype (F32 or F16).
+inline std::uint64_t kv_element_bytes(DType dtype) { return dtype == DType::kF16 ? 2 : 4; }
+
 class KvCache {
 public:
-    KvCache(Backend& backend, int n_local_layers, int kv_dim, KvCacheLimits limits);
+    // `dtype`: F32 or F16 (anything else is taken as F32).
+    KvCache(Backend& backend, int n_local_layers, int kv_dim, KvCacheLimits limits,
+            DType dtype = DType::kF16);
+
+    DType dtype() const { return dtype_; }
 
     // Cached positions of a sequence (0 for an unknown sequence).
     std::int64_t length(std::uint64_t seq_id) const;
@@ -42,13 +51,15 @@ public:
     // Marks positions [0, n) as valid after the forward pass wrote them. n <= capacity.
     void set_length(std::uint64_t seq_id, std::int64_t n);
 
-    // Base of the K or V block of a local layer: [capacity, kv_dim]. The sequence must exist.
-    float* keys(std::uint64_t seq_id, int local_layer);
-    float* values(std::uint64_t seq_id, int local_layer);
+    // Base of the K or V block of a local layer: [capacity, kv_dim] elements of dtype(). The
+    // sequence must exist.
+    void* keys(std::uint64_t seq_id, int local_layer);
+    void* values(std::uint64_t seq_id, int local_layer);
 
-    // Copies n rows of kv_dim floats from backend memory `src` (at byte offset `src_offset`)
+    // Stores n rows of kv_dim floats from backend memory `src` (at byte offset `src_offset`)
     // into positions pos0 .. pos0 + n - 1 of the K (which = 0) or V (which = 1) block of a
-    // local layer. pos0 + n must be within the reserved capacity.
+    // local layer, as dtype() (Backend::store_as). pos0 + n must be within the reserved
+    // capacity.
     void write_rows(std::uint64_t seq_id, int local_layer, int which, std::int64_t pos0,
                     std::int64_t n, const DeviceBuffer& src, std::size_t src_offset);
 
@@ -82,7 +93,9 @@ private:
         std::int64_t length = 0;
         std::int64_t claimed = 0;  // positions counted against the budget (>= length)
     };
-    float* block(Sequence& s, int local_layer, int which);
+    // Byte offset of the K or V block of a local layer in a sequence of `capacity` positions.
+    std::size_t block_offset(std::int64_t capacity, int local_layer, int which) const;
+    std::size_t row_bytes() const { return static_cast<std::size_t>(kv_dim_) * element_bytes_; }
     // Sets s.claimed, keeping claimed_total_ (kept, not summed: reserve runs every step).
     void set_claimed(Sequence& s, std::int64_t n);
     // Copies the first n positions of every layer of `from` into `to` (capacities may differ).
@@ -91,10 +104,11 @@ private:
     Backend& backend_;
     int n_layers_;
     int kv_dim_;
+    DType dtype_;
+    std::size_t element_bytes_;
     KvCacheLimits limits_;
     std::map<std::uint64_t, Sequence> seqs_;
     std::int64_t claimed_total_ = 0;  // Σ claimed over seqs_
-    std::vector<float> staging_;      // host bounce buffer of write_rows
 };
 
 }  // namespace brigade::model

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <set>
 
+#include "model/kv_cache.hpp"
+
 namespace brigade::model {
 namespace {
 
@@ -235,13 +237,15 @@ Result<StageWeights> load_stage_weights(io::Checkpoint& checkpoint, const ModelC
     return s;
 }
 
-Result<ModelShape> compute_model_shape(io::Checkpoint& checkpoint, const ModelConfig& config) {
+Result<ModelShape> compute_model_shape(io::Checkpoint& checkpoint, const ModelConfig& config,
+                                       DType kv_dtype) {
     ModelShape shape;
     shape.n_layers = config.n_layers;
     shape.hidden_size = config.hidden_size;
     shape.vocab_size = config.vocab_size;
     shape.layer_bytes.assign(static_cast<std::size_t>(config.n_layers), 0);
-    shape.kv_bytes_per_token_per_layer = 2ull * static_cast<std::uint64_t>(config.kv_dim()) * 4;
+    shape.kv_bytes_per_token_per_layer =
+        2ull * static_cast<std::uint64_t>(config.kv_dim()) * kv_element_bytes(kv_dtype);
     for (const auto& name : checkpoint.tensor_names()) {
         auto t = checkpoint.tensor(name);
         if (!t) return t.error();

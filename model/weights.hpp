@@ -49,7 +49,9 @@ Result<StageWeights> load_stage_weights(io::Checkpoint& checkpoint, const ModelC
                                         LayerRange range);
 
 // Byte sizes per part of the model for planners, from safetensors headers only (no data read).
-Result<ModelShape> compute_model_shape(io::Checkpoint& checkpoint, const ModelConfig& config);
+// `kv_dtype`: the KV cache's element type (StageOptions::kv_dtype), for the KV bytes.
+Result<ModelShape> compute_model_shape(io::Checkpoint& checkpoint, const ModelConfig& config,
+                                       DType kv_dtype = DType::kF16);
 
 // "model.layers.{i}." — the prefix of every tensor of decoder layer i.
 std::string layer_prefix(int layer);

@@ -40,6 +40,7 @@ struct PerplexityArgs {
     bool int8_activations = false;
     bool int16_activations = false;
     bool f32_activations = false;
+    bool kv_f32 = false;
     int step_tokens = 0;
     bool json = false;
 };
@@ -106,6 +107,7 @@ int run_perplexity(const PerplexityArgs& args) {
     if (!backend) return fail(backend.error().message);
     model::StageOptions stage_options;
     stage_options.max_context = options.ctx;
+    stage_options.kv_dtype = args.kv_f32 ? model::DType::kF32 : model::DType::kF16;
     auto stage = model::Stage::load(dir, {0, config->n_layers}, **backend, stage_options);
     if (!stage) return fail(stage.error().message);
 
@@ -145,6 +147,7 @@ int run_perplexity(const PerplexityArgs& args) {
             {"int8_activations", args.int8_activations},
             {"int16_activations", args.int16_activations},
             {"f32_activations", args.f32_activations},
+            {"kv_f32", args.kv_f32},
             {"step_tokens", args.step_tokens},
             {"windows", result->n_windows},
             {"scored_tokens", result->n_scored},
@@ -197,6 +200,7 @@ void add_perplexity_command(CLI::App& app, CommandSet& commands) {
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--f32-activations", args->f32_activations, kF32ActivationsHelp);
+    sub->add_flag("--kv-f32", args->kv_f32, kKvF32Help);
     sub->add_flag("--int16-activations", args->int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "
                   "activations to int16 per weight group and use integer dot products (4/8-bit: "

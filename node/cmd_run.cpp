@@ -36,6 +36,7 @@ struct RunArgs {
     bool int8_activations = false;
     bool int16_activations = false;
     bool f32_activations = false;
+    bool kv_f32 = false;
     std::string logits_out;
     std::string layers;
     std::string hidden_in;
@@ -124,6 +125,7 @@ int run_range(const RunArgs& args, const std::filesystem::path& dir, model::Back
     if (!range) return fail(range.error().message);
     model::StageOptions options;
     options.max_context = args.max_context;
+    options.kv_dtype = args.kv_f32 ? model::DType::kF32 : model::DType::kF16;
     auto stage = model::Stage::load(dir, *range, backend, options);
     if (!stage) return fail(stage.error().message);
     auto& s = **stage;
@@ -177,6 +179,7 @@ int run_generate(const RunArgs& args, const std::filesystem::path& dir, model::B
                  const std::optional<model::text::Tokenizer>& tokenizer) {
     model::StageOptions options;
     options.max_context = args.max_context;
+    options.kv_dtype = args.kv_f32 ? model::DType::kF32 : model::DType::kF16;
     const auto t_load = std::chrono::steady_clock::now();
     auto stage = model::Stage::load(dir, {0, config.n_layers}, backend, options);
     if (!stage) return fail(stage.error().message);
@@ -332,6 +335,7 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--f32-activations", args->f32_activations, kF32ActivationsHelp);
+    sub->add_flag("--kv-f32", args->kv_f32, kKvF32Help);
     sub->add_flag("--int16-activations", args->int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "
                   "activations to int16 per weight group and use integer dot products (4/8-bit: "

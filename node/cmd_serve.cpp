@@ -259,6 +259,7 @@ int serve_command(const ServeArgs& args) {
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;
     stage_options.f32_activations = args.model.f32_activations;
+    stage_options.kv_dtype = args.model.kv_f32 ? model::DType::kF32 : model::DType::kF16;
     stage_options.memory_bytes = memory_bytes;
 
     PipelineHeadOptions head;
@@ -273,7 +274,7 @@ int serve_command(const ServeArgs& args) {
     std::unique_ptr<LocalServing> local;
     api::CompletionService* inner = nullptr;
     if (mesh_setup) {
-        auto shape = read_model_shape(model.dir);
+        auto shape = read_model_shape(model.dir, stage_options.kv_dtype);
         if (!shape) return fail(shape.error().message);
         auto seconds = measure_layer_seconds(model, stage_options, *logger);
         if (!seconds) return fail("measuring this node's speed: " + seconds.error().message);
@@ -459,6 +460,7 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--f32-activations", args->model.f32_activations, kF32ActivationsHelp);
+    sub->add_flag("--kv-f32", args->model.kv_f32, kKvF32Help);
     sub->add_flag("--int16-activations", args->model.int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "
                   "activations to int16 per weight group and use integer dot products (4/8-bit: "

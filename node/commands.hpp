@@ -14,6 +14,11 @@ inline constexpr const char* kF32ActivationsHelp =
     "split-int8 digits (AVX-512 VNNI / AVX-VNNI CPUs; within 3e-8 of each group's largest "
     "activation, f32-class): slower, for comparison";
 
+inline constexpr const char* kKvF32Help =
+    "Keep the KV cache in f32 instead of the default f16: twice the memory per position and "
+    "the bytes a long context's decode step reads, logits unrounded (f16 moves them by ~1e-3 "
+    "of the largest)";
+
 // The subcommands parsed so far and what to run for each. Returns the process exit code.
 class CommandSet {
 public:

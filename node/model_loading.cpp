@@ -192,6 +192,7 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     }
     model::StageOptions stage_options;
     stage_options.max_context = model.context;
+    stage_options.kv_dtype = options.kv_dtype;
     auto stage = model::Stage::load(model.dir, range, *resources->backend, stage_options);
     if (!stage) return stage.error();
     // The KV budget holds only where this node runs the whole model. In a split, a request that

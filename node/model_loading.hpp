@@ -26,15 +26,17 @@ struct ServeModelOptions {
     bool int8_activations = false;     // --int8-activations (BackendOptions)
     bool int16_activations = false;    // --int16-activations (BackendOptions)
     bool f32_activations = false;      // --f32-activations (BackendOptions)
+    bool kv_f32 = false;               // --kv-f32 (StageOptions::kv_dtype)
     std::string backend = "cpu";       // cpu | reference
 };
 
 struct StageLoadOptions {
-    std::string backend = "cpu";     // cpu | reference
-    int n_threads = 0;               // 0 = all cores
-    bool int8_activations = false;   // BackendOptions::cpu_int8_activations
-    bool int16_activations = false;  // BackendOptions::cpu_int16_activations
-    bool f32_activations = false;    // not BackendOptions::cpu_split_int8_activations
+    std::string backend = "cpu";                 // cpu | reference
+    int n_threads = 0;                           // 0 = all cores
+    bool int8_activations = false;               // BackendOptions::cpu_int8_activations
+    bool int16_activations = false;              // BackendOptions::cpu_int16_activations
+    bool f32_activations = false;                // not BackendOptions::cpu_split_int8_activations
+    model::DType kv_dtype = model::DType::kF16;  // StageOptions::kv_dtype
     // Memory offered for the stage's weights and KV (serve --memory). A stage of the whole model
     // bounds its KV cache by what the weights leave, so long requests wait or fail instead of
     // exhausting the machine; a stage of a split does not (load_stage_resources says why).

@@ -11,14 +11,15 @@
 
 namespace brigade::node {
 
-model::Result<ModelShapeInfo> read_model_shape(const std::filesystem::path& model_dir) {
+model::Result<ModelShapeInfo> read_model_shape(const std::filesystem::path& model_dir,
+                                               model::DType kv_dtype) {
     auto config = model::load_model_config(model_dir);
     if (!config) return config.error();
     auto valid = model::validate_model_config(*config, (model_dir / "config.json").string());
     if (!valid) return valid.error();
     auto checkpoint = model::io::Checkpoint::open(model_dir);
     if (!checkpoint) return checkpoint.error();
-    auto shape = model::compute_model_shape(*checkpoint, *config);
+    auto shape = model::compute_model_shape(*checkpoint, *config, kv_dtype);
     if (!shape) return shape.error();
     ModelShapeInfo info;
     info.shape = std::move(*shape);

@@ -17,7 +17,9 @@ struct ModelShapeInfo {
 };
 
 // Byte sizes from the headers; KV per token per layer = 2 * n_kv_heads * head_dim * 4 (f32 cache).
-model::Result<ModelShapeInfo> read_model_shape(const std::filesystem::path& model_dir);
+// `kv_dtype`: the KV cache's element type this node's stages use (--kv-f32), for the KV bytes.
+model::Result<ModelShapeInfo> read_model_shape(const std::filesystem::path& model_dir,
+                                               model::DType kv_dtype = model::DType::kF16);
 
 // Seconds per layer for one decode token on this machine with the cpu backend: loads every
 // layer, runs a short prompt, then times `n_steps` single-token decode steps and divides by the

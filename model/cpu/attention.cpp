@@ -5,11 +5,19 @@
 // block is loaded once and used by every query row of the group while it sits in L1, and no
 // [n_q, n_kv] score matrix is ever materialised. The caller may split the keys of a long
 // context over several tiles (split-K) and merge the partial (max, sum, output) triples.
+//
+// Keys and values are f32 or f16 (the KV cache's default). An f16 key block is widened to f32
+// once, into the caller's scratch, and the f32 code runs on it: a GQA group's query rows each
+// read every key, so converting at each load would convert every key group-size times (7 for
+// Qwen2.5-0.5B).
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "model/cpu/kernels.hpp"
+#include "model/cpu/weight_decode.hpp"
 
 // clang-format off
 #undef HWY_TARGET_INCLUDE
@@ -172,12 +180,13 @@ HWY_INLINE float exp_shifted(float* scores, std::int64_t count, float m) {
 // weights streamed out of memory since the last step, too short a run for the hardware
 // prefetchers to ramp up. Only a tile's first block is asked for: prefetching every next
 // block of a long context measured slower than the hardware prefetchers alone.
+template <class T>
 HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::int64_t end) {
     if (end <= begin) return;
     const std::int64_t row = a.n_kv_heads * a.head_dim;
-    const auto* k = reinterpret_cast<const char*>(a.k + begin * row);
-    const auto* v = reinterpret_cast<const char*>(a.v + begin * row);
-    const std::int64_t bytes = (end - begin) * row * static_cast<std::int64_t>(sizeof(float));
+    const auto* k = reinterpret_cast<const char*>(static_cast<const T*>(a.k) + begin * row);
+    const auto* v = reinterpret_cast<const char*>(static_cast<const T*>(a.v) + begin * row);
+    const std::int64_t bytes = (end - begin) * row * static_cast<std::int64_t>(sizeof(T));
     for (std::int64_t off = 0; off < bytes; off += 64) {
         __builtin_prefetch(k + off, 0, 2);
         __builtin_prefetch(v + off, 0, 2);
@@ -190,16 +199,39 @@ HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::i
 // over a head waited on its misses one after another (perf on the lent Xeon: most of the
 // kernel's samples on the loads of K and V at 32k positions). Asking for the next head's rows
 // while this one computes puts those misses in flight together.
+template <class T>
 HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int64_t begin,
                               std::int64_t end) {
     const std::int64_t kv_stride = a.n_kv_heads * a.head_dim;
-    const std::int64_t bytes = a.head_dim * static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t bytes = a.head_dim * static_cast<std::int64_t>(sizeof(T));
+    const auto* k_base = static_cast<const T*>(a.k);
+    const auto* v_base = static_cast<const T*>(a.v);
     for (std::int64_t j = begin; j < end; ++j) {
-        const auto* k = reinterpret_cast<const char*>(a.k + j * kv_stride + kvh * a.head_dim);
-        const auto* v = reinterpret_cast<const char*>(a.v + j * kv_stride + kvh * a.head_dim);
+        const auto* k = reinterpret_cast<const char*>(k_base + j * kv_stride + kvh * a.head_dim);
+        const auto* v = reinterpret_cast<const char*>(v_base + j * kv_stride + kvh * a.head_dim);
         for (std::int64_t off = 0; off < bytes; off += 64) {
             __builtin_prefetch(k + off, 0, 2);
             __builtin_prefetch(v + off, 0, 2);
+        }
+    }
+}
+
+// dst[j * d + c] = src[j * stride + c] widened to f32, for `count` rows of d halves.
+HWY_INLINE void widen_rows(const hwy::float16_t* src, std::int64_t stride, std::int64_t count,
+                           std::int64_t d, float* HWY_RESTRICT dst) {
+    const DF df;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    for (std::int64_t j = 0; j < count; ++j) {
+        const hwy::float16_t* row = src + j * stride;
+        float* out = dst + j * d;
+        std::int64_t c = 0;
+        for (; c + n <= d; c += n)
+            hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, row + c)), df, out + c);
+        for (; c < d; ++c) {
+            std::uint16_t bits;  // a struct on x86, __fp16 on Arm
+            std::memcpy(&bits, row + c, sizeof bits);
+            out[c] = f16_to_f32(bits);
         }
     }
 }
@@ -212,8 +244,9 @@ HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int
 // from L2: decode attention of a 7-head group ran at ~10 GFLOP/s on one AVX2 core.
 constexpr std::int64_t kAttentionRowChunk = kAttentionScoreFloats / kAttentionKeyBlock;
 
-void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                         float* acc, float* scores) {
+template <class T>
+void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
+                       float* acc, float* scores) {
     const std::int64_t group = a.n_heads / a.n_kv_heads;
     const std::int64_t d = a.head_dim;
     const std::int64_t n_rows = tile.n_rows(group);
@@ -228,8 +261,8 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
     // K and V rows of a key range are contiguous when the tile takes every KV head (decode).
     const bool all_heads = tile.kv_head_begin == 0 && tile.kv_head_end == a.n_kv_heads;
     if (all_heads) {
-        prefetch_keys(a, tile.key_begin,
-                      std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end));
+        prefetch_keys<T>(a, tile.key_begin,
+                         std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end));
     }
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
@@ -237,14 +270,29 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
             if (all_heads && a.n_kv_heads > 1) {
                 // The next head of this block, or the first head of the next block.
                 if (kvh + 1 < tile.kv_head_end) {
-                    prefetch_head(a, kvh + 1, kb, ke);
+                    prefetch_head<T>(a, kvh + 1, kb, ke);
                 } else if (ke < tile.key_end) {
-                    prefetch_head(a, tile.kv_head_begin, ke,
-                                  std::min(ke + kAttentionKeyBlock, tile.key_end));
+                    prefetch_head<T>(a, tile.kv_head_begin, ke,
+                                     std::min(ke + kAttentionKeyBlock, tile.key_end));
                 }
             }
-            const float* k0 = a.k + kb * kv_stride + kvh * d;
-            const float* v0 = a.v + kb * kv_stride + kvh * d;
+            const T* k_src = static_cast<const T*>(a.k) + kb * kv_stride + kvh * d;
+            const T* v_src = static_cast<const T*>(a.v) + kb * kv_stride + kvh * d;
+            const float* k0 = nullptr;
+            const float* v0 = nullptr;
+            std::int64_t stride = kv_stride;  // between the rows of k0 and v0
+            if constexpr (std::is_same_v<T, float>) {
+                k0 = k_src;
+                v0 = v_src;
+            } else {
+                float* k_wide = scores + kAttentionScoreFloats;
+                float* v_wide = k_wide + kAttentionKeyBlock * d;
+                widen_rows(k_src, kv_stride, ke - kb, d, k_wide);
+                widen_rows(v_src, kv_stride, ke - kb, d, v_wide);
+                k0 = k_wide;
+                v0 = v_wide;
+                stride = d;
+            }
             for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
                 // Query qi sees keys [0, q_pos0 + qi + 1).
                 const std::int64_t limit = std::min(ke, a.q_pos0 + qi + 1);
@@ -261,10 +309,10 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
                         std::int64_t j = 0;
 #if HWY_TARGET != HWY_SCALAR
                         for (; j + 4 <= count; j += 4) {
-                            dot4(q, k0 + j * kv_stride, kv_stride, d, a.scale, s + j);
+                            dot4(q, k0 + j * stride, stride, d, a.scale, s + j);
                         }
 #endif
-                        for (; j < count; ++j) s[j] = dot(q, k0 + j * kv_stride, d) * a.scale;
+                        for (; j < count; ++j) s[j] = dot(q, k0 + j * stride, d) * a.scale;
                     }
                     for (std::int64_t r = 0; r < rows; ++r) {
                         const std::int64_t row = row0 + hh0 + r;
@@ -278,18 +326,27 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
                     std::int64_t r = 0;
                     for (; r + 4 <= rows; r += 4) {
                         accumulate_values_rows<4>(out + r * d, keep + r,
-                                                  scores + r * kAttentionKeyBlock, v0, kv_stride,
+                                                  scores + r * kAttentionKeyBlock, v0, stride,
                                                   count, d);
                     }
                     with_constant(rows - r, std::integer_sequence<int, 1, 2, 3>{},
                                   [&](auto k) BRIGADE_INLINE_LAMBDA {
                                       accumulate_values_rows<decltype(k)::value>(
                                           out + r * d, keep + r, scores + r * kAttentionKeyBlock,
-                                          v0, kv_stride, count, d);
+                                          v0, stride, count, d);
                                   });
                 }
             }
         }
+    }
+}
+
+void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
+                         float* acc, float* scores) {
+    if (a.kv_dtype == DType::kF16) {
+        attention_tile_of<hwy::float16_t>(a, tile, m, l, acc, scores);
+    } else {
+        attention_tile_of<float>(a, tile, m, l, acc, scores);
     }
 }
 

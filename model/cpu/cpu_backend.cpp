@@ -75,6 +75,20 @@ void CpuBackend::balanced_ranges(std::int64_t count, std::int64_t min_chunk, F&&
     });
 }
 
+void CpuBackend::store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
+                          std::size_t offset_bytes) {
+    auto* out = static_cast<std::uint8_t*>(dst.data()) + offset_bytes;
+    if (dtype != DType::kF16) {
+        std::memcpy(out, src, static_cast<std::size_t>(n) * sizeof(float));
+        return;
+    }
+    // A decode step's rows (a few hundred values) on this thread; a prompt's over the pool.
+    auto* half = reinterpret_cast<std::uint16_t*>(out);
+    parallel_ranges(n, 1 << 15, [&](std::int64_t begin, std::int64_t end, int) {
+        store_f16_range(src, begin, end, half);
+    });
+}
+
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias) {
     if (n <= 0 || w.rows <= 0) return;

@@ -101,6 +101,8 @@ public:
                std::size_t bytes) override;
     void read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
               std::size_t bytes) override;
+    void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
+                  std::size_t offset_bytes) override;
     void synchronize() override {}
     // On the pool (the caller included), one task per claim.
     void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),

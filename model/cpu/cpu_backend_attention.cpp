@@ -141,6 +141,7 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
     std::int64_t n_merges = 0;
     std::int64_t partial_floats = 0;
     std::int64_t max_tile_floats = 0;
+    std::int64_t max_head_dim = 0;
     for (const AttentionArgs& a : batch) {
         if (a.n_q <= 0 || a.n_heads <= 0 || a.n_kv_heads <= 0) continue;
         AttentionPlan p = plan_attention(a);
@@ -160,10 +161,12 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
             partial_floats += p.n_items * p.n_splits * p.tile_floats;
         }
         max_tile_floats = std::max(max_tile_floats, p.tile_floats);
+        max_head_dim = std::max(max_head_dim, a.head_dim);
         attention_plans_.push_back(p);
     }
     if (attention_plans_.empty()) return;
-    reserve_scratch(static_cast<std::size_t>(max_tile_floats + kAttentionScoreFloats));
+    reserve_scratch(
+        static_cast<std::size_t>(max_tile_floats + attention_scratch_floats(max_head_dim)));
     if (attention_partials_.size() < static_cast<std::size_t>(partial_floats)) {
         attention_partials_.resize(static_cast<std::size_t>(partial_floats));
     }

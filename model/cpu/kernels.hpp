@@ -192,6 +192,9 @@ void silu_mul_range(const float* gate, const float* up, std::int64_t begin, std:
                     float* out);
 // out[i] = a[i] + b[i] for i in [begin, end).
 void add_range(const float* a, const float* b, std::int64_t begin, std::int64_t end, float* out);
+// out[i] = x[i] as binary16 for i in [begin, end), as f32_to_f16_saturated (round to nearest
+// even, magnitudes past 65504 to ±65504).
+void store_f16_range(const float* x, std::int64_t begin, std::int64_t end, std::uint16_t* out);
 
 // One attention work item: query rows of the KV heads [kv_head_begin, kv_head_end) against
 // keys [key_begin, key_end). Rows are (KV head) x (query i in [q_begin, q_end)) x (head h in
@@ -207,12 +210,16 @@ struct AttentionTile {
         return (kv_head_end - kv_head_begin) * (q_end - q_begin) * group;
     }
 };
-// `scores` holds at least kAttentionScoreFloats floats.
+// `scores` holds at least attention_scratch_floats(head_dim) floats.
 inline constexpr std::int64_t kAttentionKeyBlock = 64;
 // Key splits of a long context start on multiples of this many keys.
 inline constexpr std::int64_t kAttentionSplitAlign = 4;
 // Scores of a key block for up to 8 query rows at once (the heads of a GQA group).
 inline constexpr std::int64_t kAttentionScoreFloats = 8 * kAttentionKeyBlock;
+// The scores plus, for f16 keys and values, one key block of K and of V widened to f32.
+inline constexpr std::int64_t attention_scratch_floats(std::int64_t head_dim) {
+    return kAttentionScoreFloats + 2 * kAttentionKeyBlock * head_dim;
+}
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
                     float* acc, float* scores);
 

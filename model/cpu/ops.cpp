@@ -1,6 +1,7 @@
 // Element-wise and row-wise kernels of the CPU backend (Highway, one instantiation per target):
-// RMSNorm, SiLU-gated product and residual add. They are bandwidth-light next to the matmuls;
-// vectorizing them keeps them from showing up in a decode profile at all.
+// RMSNorm, SiLU-gated product, residual add and the KV cache's f32 -> f16 rows. They are
+// bandwidth-light next to the matmuls; vectorizing them keeps them from showing up in a decode
+// profile at all.
 
 #include <cmath>
 #include <cstring>
@@ -99,6 +100,27 @@ void AddRange(const float* a, const float* b, std::int64_t begin, std::int64_t e
     for (; i < end; ++i) out[i] = a[i] + b[i];
 }
 
+void StoreF16Range(const float* x, std::int64_t begin, std::int64_t end, std::uint16_t* out) {
+    std::int64_t i = begin;
+#if !((HWY_ARCH_X86 && HWY_TARGET >= HWY_SSE4) || HWY_TARGET == HWY_EMU128 || \
+      HWY_TARGET == HWY_SCALAR)
+    // F16C (x86 from AVX2 on) and Arm convert with round to nearest even; Highway's emulation
+    // on older targets truncates, so those take the scalar loop below.
+    const DF df;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    const auto hi = hn::Set(df, 65504.0f);
+    const auto lo = hn::Set(df, -65504.0f);
+    auto* h = reinterpret_cast<hwy::float16_t*>(out);
+    // (A NaN lane may come out as ±65504 here: a NaN activation has spoiled the step anyway.)
+    for (; i + n <= end; i += n) {
+        const auto v = hn::Min(hn::Max(hn::LoadU(df, x + i), lo), hi);
+        hn::StoreU(hn::DemoteTo(dh, v), dh, h + i);
+    }
+#endif
+    for (; i < end; ++i) out[i] = f32_to_f16_saturated(x[i]);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace brigade::model::cpu
 HWY_AFTER_NAMESPACE();
@@ -109,6 +131,7 @@ namespace brigade::model::cpu {
 HWY_EXPORT(RmsNormRows);
 HWY_EXPORT(SiluMulRange);
 HWY_EXPORT(AddRange);
+HWY_EXPORT(StoreF16Range);
 
 void rms_norm_rows(const float* x, const WeightVector& weight, std::int64_t row_begin,
                    std::int64_t row_end, std::int64_t d, float eps, float* y) {
@@ -122,6 +145,10 @@ void silu_mul_range(const float* gate, const float* up, std::int64_t begin, std:
 
 void add_range(const float* a, const float* b, std::int64_t begin, std::int64_t end, float* out) {
     HWY_DYNAMIC_DISPATCH(AddRange)(a, b, begin, end, out);
+}
+
+void store_f16_range(const float* x, std::int64_t begin, std::int64_t end, std::uint16_t* out) {
+    HWY_DYNAMIC_DISPATCH(StoreF16Range)(x, begin, end, out);
 }
 
 }  // namespace brigade::model::cpu

@@ -28,6 +28,19 @@ public:
               std::size_t bytes) override {
         std::memcpy(dst, static_cast<const std::uint8_t*>(src.data()) + offset_bytes, bytes);
     }
+
+    void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
+                  std::size_t offset_bytes) override {
+        auto* out = static_cast<std::uint8_t*>(dst.data()) + offset_bytes;
+        if (dtype != DType::kF16) {
+            std::memcpy(out, src, static_cast<std::size_t>(n) * sizeof(float));
+            return;
+        }
+        for (std::int64_t i = 0; i < n; ++i) {
+            const std::uint16_t h = f32_to_f16_saturated(src[i]);
+            std::memcpy(out + 2 * i, &h, sizeof h);
+        }
+    }
     void synchronize() override {}
 
     void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
@@ -98,6 +111,10 @@ public:
         const std::int64_t group = a.n_heads / a.n_kv_heads;
         const std::int64_t d = a.head_dim;
         std::vector<float> scores(static_cast<std::size_t>(std::max<std::int64_t>(a.n_kv, 1)));
+        // Element i of a K or V block, widened to f32.
+        auto kv = [&](const void* base, std::int64_t i) {
+            return load_scalar(a.kv_dtype, base, i);
+        };
         for (std::int64_t i = 0; i < a.n_q; ++i) {
             const std::int64_t n_seen = std::clamp<std::int64_t>(a.q_pos0 + i + 1, 0, a.n_kv);
             for (std::int64_t h = 0; h < a.n_heads; ++h) {
@@ -108,9 +125,9 @@ public:
                 if (n_seen == 0) continue;
                 float max_score = -INFINITY;
                 for (std::int64_t j = 0; j < n_seen; ++j) {
-                    const float* k = a.k + (j * a.n_kv_heads + kvh) * d;
+                    const std::int64_t k = (j * a.n_kv_heads + kvh) * d;
                     float dot = 0.0f;
-                    for (std::int64_t c = 0; c < d; ++c) dot += q[c] * k[c];
+                    for (std::int64_t c = 0; c < d; ++c) dot += q[c] * kv(a.k, k + c);
                     scores[j] = dot * a.scale;
                     max_score = std::max(max_score, scores[j]);
                 }
@@ -122,8 +139,8 @@ public:
                 const float inv_sum = 1.0f / sum;
                 for (std::int64_t j = 0; j < n_seen; ++j) {
                     const float p = scores[j] * inv_sum;
-                    const float* v = a.v + (j * a.n_kv_heads + kvh) * d;
-                    for (std::int64_t c = 0; c < d; ++c) out[c] += p * v[c];
+                    const std::int64_t v = (j * a.n_kv_heads + kvh) * d;
+                    for (std::int64_t c = 0; c < d; ++c) out[c] += p * kv(a.v, v + c);
                 }
             }
         }

@@ -18,6 +18,13 @@ namespace brigade::model::cpu {
 float f16_to_f32(std::uint16_t h);
 // f32 -> binary16, round to nearest even; overflow gives inf.
 std::uint16_t f32_to_f16(float f);
+// The same, but magnitudes past the largest finite half (65504) give ±65504 (NaN stays NaN):
+// how KV cache rows are stored (Backend::store_as).
+inline std::uint16_t f32_to_f16_saturated(float f) {
+    if (f > 65504.0f) f = 65504.0f;
+    if (f < -65504.0f) f = -65504.0f;
+    return f32_to_f16(f);
+}
 
 // bfloat16 is the top half of an f32, so widening is exact.
 inline float bf16_to_f32(std::uint16_t h) {

@@ -280,17 +280,24 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     // --f32-activations: the f32 kernels where one-token decode would split activations into
     // int8 digits (on AVX-512 VNNI / AVX-VNNI; elsewhere both runs take the f32 kernels). The
     // digits are f32-class: over the whole file the two differed by 4.6e-9.
-    auto f32 = with({"--step-tokens", "1", "--f32-activations"});
-    ASSERT_TRUE(f32);
+    // Both with an f32 KV cache: the f16 default rounds each key and value to 2^-11, which
+    // turns the digits' 1e-8-class differences into 1e-6-class ones (6.5e-6 measured).
+    auto f32 = with({"--step-tokens", "1", "--f32-activations", "--kv-f32"});
+    auto split = with({"--step-tokens", "1", "--kv-f32"});
+    ASSERT_TRUE(f32 && split);
     EXPECT_EQ(f32->j["f32_activations"].get<bool>(), true);
-    EXPECT_EQ(stepped->j["f32_activations"].get<bool>(), false);
-    EXPECT_LE(
-        relative_diff(f32->j["perplexity"].get<double>(), stepped->j["perplexity"].get<double>()),
-        1e-6);
+    EXPECT_EQ(split->j["f32_activations"].get<bool>(), false);
+    EXPECT_EQ(split->j["kv_f32"].get<bool>(), true);
+    EXPECT_EQ(stepped->j["kv_f32"].get<bool>(), false);
+    const double p_f32 = f32->j["perplexity"].get<double>();
+    const double p_split = split->j["perplexity"].get<double>();
+    EXPECT_LE(relative_diff(p_f32, p_split), 1e-6);
     if (!model::cpu::split_int8_variants_available().empty()) {
-        EXPECT_NE(f32->j["perplexity"].get<double>(), stepped->j["perplexity"].get<double>())
-            << "--f32-activations did not change the decode kernels";
+        EXPECT_NE(p_f32, p_split) << "--f32-activations did not change the decode kernels";
     }
+    // The f16 KV cache (the default) against the f32 one, through the same kernels.
+    EXPECT_NE(p_split, stepped->j["perplexity"].get<double>()) << "--kv-f32 had no effect";
+    EXPECT_LE(relative_diff(p_split, stepped->j["perplexity"].get<double>()), 1e-4);
 }
 
 // ---- Bad input ------------------------------------------------------------------------------

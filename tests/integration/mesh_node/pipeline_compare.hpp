@@ -25,6 +25,11 @@ inline constexpr double kBf16LogprobTolerance = 0.05;
 inline constexpr double kBf16TieMargin = 0.1;
 // F32 activations: the same arithmetic as one node; only the JSON round trip of the value.
 inline constexpr double kF32LogprobTolerance = 1e-4;
+// F32 activations, requests batched together: a batch computes keys and values with the
+// batched matmul kernels (another summation order than one request alone, ~1e-7 apart), and
+// the f16 KV cache's rounding turns that into whole f16 steps (2^-11) on a few elements:
+// measured 1.1e-4 on the demo model. A mixed-up request moves logprobs by whole nats.
+inline constexpr double kF32BatchedLogprobTolerance = 1e-3;
 
 // `brigade run` results, computed once per (model, prompt, n) for the whole test binary.
 inline const Reference& cached_reference(const std::filesystem::path& model,
@@ -72,14 +77,16 @@ inline std::vector<double> reference_top_values(const std::vector<float>& logits
     return lp;
 }
 
-// Exact: same text, same number of tokens, each chosen token's logprob within 1e-4.
-inline void expect_exact(const HttpReply& r, const Reference& ref, const std::string& where) {
+// Exact: same text, same number of tokens, each chosen token's logprob within 1e-4 (or
+// `tolerance`).
+inline void expect_exact(const HttpReply& r, const Reference& ref, const std::string& where,
+                         double tolerance = kF32LogprobTolerance) {
     ASSERT_EQ(r.status, 200) << where << ": " << r.body;
     EXPECT_EQ(completion_text(r), ref.text) << where;
     const auto lps = token_logprobs(r.json);
     ASSERT_EQ(lps.size(), ref.ids.size()) << where << ": " << r.body;
     for (std::size_t i = 0; i < lps.size(); ++i) {
-        EXPECT_NEAR(lps[i], logprob_of(ref.logits[i], ref.ids[i]), kF32LogprobTolerance)
+        EXPECT_NEAR(lps[i], logprob_of(ref.logits[i], ref.ids[i]), tolerance)
             << where << ", token " << i;
     }
 }

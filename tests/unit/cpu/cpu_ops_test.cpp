@@ -20,6 +20,7 @@
 
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/simd_targets.hpp"
+#include "model/cpu/weight_decode.hpp"
 #include "tests/unit/cpu/weight_fixtures.hpp"
 
 namespace brigade::model::cpu {
@@ -138,7 +139,9 @@ AttentionArgs attention_args(const AttnCase& c, const std::vector<float>& q,
     return a;
 }
 
-void check_attention(Backend& cpu, const AttnCase& c, const std::string& label) {
+// kv_dtype F16: K and V as the KV cache stores them by default, read by both backends.
+void check_attention(Backend& cpu, const AttnCase& c, const std::string& label,
+                     DType kv_dtype = DType::kF32) {
     auto ref = reference();
     const auto q = test::random_floats(static_cast<std::size_t>(c.n_q * c.n_heads * c.head_dim), 1);
     const auto k =
@@ -147,12 +150,21 @@ void check_attention(Backend& cpu, const AttnCase& c, const std::string& label) 
         test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 3);
     std::vector<float> out(q.size(), NAN), want(q.size(), NAN);
     AttentionArgs a = attention_args(c, q, k, v);
+    std::vector<std::uint16_t> k16(k.size()), v16(v.size());
+    if (kv_dtype == DType::kF16) {
+        for (std::size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]);
+        for (std::size_t i = 0; i < v.size(); ++i) v16[i] = f32_to_f16(v[i]);
+        a.k = k16.data();
+        a.v = v16.data();
+        a.kv_dtype = DType::kF16;
+    }
     a.out = want.data();
     ref->attention(a);
     a.out = out.data();
     cpu.attention(a);
     expect_all_near(out, want, 2e-5, 1e-5,
-                    label + " n_q=" + std::to_string(c.n_q) + " n_kv=" + std::to_string(c.n_kv) +
+                    label + (kv_dtype == DType::kF16 ? " f16" : "") +
+                        " n_q=" + std::to_string(c.n_q) + " n_kv=" + std::to_string(c.n_kv) +
                         " heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) +
                         " d=" + std::to_string(c.head_dim) + " q_pos0=" + std::to_string(c.q_pos0));
 }
@@ -172,6 +184,27 @@ TEST(CpuOps, AttentionPrefillAndDecodeWithGqaRatios) {
                 check_attention(cpu, {3, 103, heads, kvh, d, 100}, label);  // chunk vs cache
                 check_attention(cpu, {17, 200, heads, kvh, d, 150},
                                 label);  // keys past the chunk are masked
+            }
+        }
+    }
+}
+
+// Keys and values in f16 (the KV cache's default): every kernel path (decode tiles of all KV
+// heads with key splits, prefill blocks, the scalar tails of head_dim 36 and 5) widens them to
+// the reference's f32 values.
+TEST(CpuOps, AttentionReadsF16KeysAndValues) {
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        const std::string label = "threads=" + std::to_string(threads);
+        for (std::int64_t ratio : {1, 7}) {
+            for (std::int64_t d : {64, 36, 5}) {
+                const std::int64_t kvh = 2, heads = 2 * ratio;
+                for (const AttnCase& c :
+                     {AttnCase{1, 1, heads, kvh, d, 0}, AttnCase{70, 70, heads, kvh, d, 0},
+                      AttnCase{1, 41, heads, kvh, d, 40}, AttnCase{3, 103, heads, kvh, d, 100},
+                      AttnCase{1, 1000, heads, kvh, d, 999}}) {
+                    check_attention(cpu, c, label, DType::kF16);
+                }
             }
         }
     }

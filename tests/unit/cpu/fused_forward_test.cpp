@@ -36,6 +36,10 @@ public:
     void read(const DeviceBuffer& src, std::size_t offset, void* dst, std::size_t n) override {
         inner_.read(src, offset, dst, n);
     }
+    void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
+                  std::size_t offset) override {
+        inner_.store_as(src, n, dtype, dst, offset);
+    }
     void synchronize() override { inner_.synchronize(); }
     void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                 const WeightVector* bias) override {

@@ -68,7 +68,7 @@ TEST(KvBudget, BudgetIsWhatTheWeightsLeaveOfTheOfferedMemory) {
 TEST(KvBudget, RefusalSaysWhetherWaitingHelps) {
     auto backend = model::make_backend(model::BackendKind::kReference).value();
     const std::uint64_t per_position = 2 * 8 * 4;
-    model::KvCache kv(*backend, 1, 8, {1000, 300 * per_position});
+    model::KvCache kv(*backend, 1, 8, {1000, 300 * per_position}, model::DType::kF32);
     EXPECT_FALSE(reserve_kv(kv, 1, 200));
     auto busy = reserve_kv(kv, 2, 101);  // fits alone, not beside sequence 1
     ASSERT_TRUE(busy);

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include "model/forward.hpp"
+#include "model/kv_cache.hpp"
 #include "tests/unit/node/pipeline_harness.hpp"
 
 namespace brigade::node {
@@ -126,7 +128,8 @@ TEST(PrefixReuse, WhatTheHeadCannotKeepOrEvictsIsFreedOnEveryStage) {
         EXPECT_TRUE(stages_mirror_the_head(mesh, 0));
     }
     // Room for the largest entry of these prompts but not for two: each new one evicts the one
-    // before on every stage. (The head holds layer 0: one layer of K and V, f32, per position.)
+    // before on every stage. (The head holds layer 0: one layer of K and V per position, in the
+    // KV cache's default element type.)
     const std::vector<std::string> prompts = {"Where do birds live?",
                                               "What did the little boy eat?",
                                               "Once upon a time there was a king."};
@@ -146,7 +149,8 @@ TEST(PrefixReuse, WhatTheHeadCannotKeepOrEvictsIsFreedOnEveryStage) {
         }
     }
     ASSERT_LT(largest, 2 * smallest) << "the prompts cannot show a one-entry budget";
-    const auto per_position = std::uint64_t{2} * model.config.kv_dim() * sizeof(float);
+    const auto per_position = std::uint64_t{2} * model.config.kv_dim() *
+                              model::kv_element_bytes(model::StageOptions{}.kv_dtype);
     PipelineHeadOptions one;
     one.prefix_cache_bytes = per_position * static_cast<std::uint64_t>(largest);
     TestMesh mesh(model, split, ActivationDType::kBF16, one);
