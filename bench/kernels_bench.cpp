@@ -20,6 +20,7 @@
 //                           a share of the FMA peak
 //   prefill (512, 4096)     GFLOP/s, vs OpenBLAS sgemm on f32 weights of the same shape
 //   decode attention        KV bytes read per second at 4k, 8k and 32k context, vs bandwidth
+//                           (f32 keys and values, and " [f16]": the KV cache's default)
 //
 // Shapes are those of Qwen2.5-0.5B (hidden 896, intermediate 4864, vocab 151936) and
 // Llama-3.2-1B (hidden 2048, intermediate 8192). Decode cycles through enough copies of each
@@ -52,6 +53,7 @@
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/simd_targets.hpp"
 #include "model/cpu/thread_pool.hpp"
+#include "model/cpu/weight_decode.hpp"
 
 namespace {
 
@@ -671,28 +673,54 @@ int main(int argc, char** argv) {
             // workers (measured: the first variant of each case 2-4x slower, whichever it
             // was). So every variant first runs alone for a few milliseconds, and with one
             // cache-resident copy (--hot) a round is many calls, not one.
-            auto time_attention = [&](CpuBackend& b) {
-                args.k = ks[0].data();
-                args.v = vs[0].data();
+            // `k_of(i)` / `v_of(i)`: copy i of the keys and values in the format being timed.
+            auto time_attention_of = [&](CpuBackend& b, auto k_of, auto v_of, int copies) {
+                args.k = k_of(0);
+                args.v = v_of(0);
                 const auto warm_until = Clock::now() + std::chrono::milliseconds(5);
                 while (Clock::now() < warm_until) b.attention(args);
-                const int calls_per_copy = n_copies == 1 ? 20 : 1;
+                const int calls_per_copy = copies == 1 ? 20 : 1;
                 double best = 1e30;
                 for (int r = 0; r < (opt.quick ? 3 : 8); ++r) {
                     const auto t0 = Clock::now();
-                    for (int i = 0; i < n_copies; ++i) {
-                        args.k = ks[static_cast<std::size_t>(i)].data();
-                        args.v = vs[static_cast<std::size_t>(i)].data();
+                    for (int i = 0; i < copies; ++i) {
+                        args.k = k_of(i);
+                        args.v = v_of(i);
                         for (int c = 0; c < calls_per_copy; ++c) b.attention(args);
                     }
-                    if (r > 0) {
-                        best = std::min(best, seconds_since(t0) / (n_copies * calls_per_copy));
-                    }
+                    if (r > 0) best = std::min(best, seconds_since(t0) / (copies * calls_per_copy));
                 }
                 return best;
             };
+            auto time_attention = [&](CpuBackend& b) {
+                args.kv_dtype = DType::kF32;
+                return time_attention_of(
+                    b, [&](int i) { return ks[static_cast<std::size_t>(i)].data(); },
+                    [&](int i) { return vs[static_cast<std::size_t>(i)].data(); }, n_copies);
+            };
             const double best = time_attention(backend);
             report({name, bytes / best / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
+            {
+                // The KV cache's default format: f16, half the bytes (as many copies again).
+                std::vector<std::vector<std::uint16_t>> k16, v16;
+                const int n16 = opt.hot ? 1 : copies_for(bytes / 2, min_bytes);
+                for (int i = 0; i < n16; ++i) {
+                    k16.emplace_back(kv_elems);
+                    v16.emplace_back(kv_elems);
+                    for (std::size_t e = 0; e < kv_elems; ++e) {
+                        k16.back()[e] = brigade::model::cpu::f32_to_f16(ks[0][e]);
+                        v16.back()[e] = brigade::model::cpu::f32_to_f16(vs[0][e]);
+                    }
+                }
+                args.kv_dtype = DType::kF16;
+                const double t16 = time_attention_of(
+                    backend, [&](int i) { return k16[static_cast<std::size_t>(i)].data(); },
+                    [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
+                args.kv_dtype = DType::kF32;
+                report({name + " [f16]", bytes / 2 / t16 / 1e9, "GB/s", bandwidth,
+                        "read bandwidth GB/s"});
+                report({name + " [f16] time / f32 time", t16 / best, "x", 0, ""});
+            }
             if (n_kv > 4096) continue;
             report({name + " per call", best * 1e6, "µs", 0, ""});
             for (auto& [b, label] : split_backends) {
