@@ -23,8 +23,6 @@ struct KvCacheLimits {
     std::uint64_t max_bytes = 0;        // bytes of claimed positions, all sequences; 0 = none
 };
 
-// Bytes of one K or V element of a cache of this dtype (F32 or F16).
-inline std::uint64_t kv_element_bytes(DType dtype) { return dtype == DType::kF16 ? 2 : 4; }
 
 class KvCache {
 public:

@@ -3,8 +3,6 @@
 #include <charconv>
 #include <set>
 
-#include "model/kv_cache.hpp"
-
 namespace brigade::model {
 namespace {
 
