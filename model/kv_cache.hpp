@@ -23,7 +23,6 @@ struct KvCacheLimits {
     std::uint64_t max_bytes = 0;        // bytes of claimed positions, all sequences; 0 = none
 };
 
-
 class KvCache {
 public:
     // `dtype`: F32 or F16 (anything else is taken as F32).
