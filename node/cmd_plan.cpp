@@ -32,6 +32,7 @@ struct PlanOptions {
     std::vector<std::string> add_nodes;
     int concurrency = 1;
     int ctx = 4096;
+    bool kv_f32 = false;  // nodes keep their KV cache in f32 (serve --kv-f32)
     bool json = false;
 };
 
@@ -186,7 +187,8 @@ int run_plan(const PlanOptions& options) {
         std::fprintf(stderr, "%s: %s\n", me, model.error().message.c_str());
         return 1;
     }
-    auto info = read_model_shape(model->dir);
+    auto info =
+        read_model_shape(model->dir, options.kv_f32 ? model::DType::kF32 : model::DType::kF16);
     if (!info) {
         std::fprintf(stderr, "%s: %s\n", me, info.error().message.c_str());
         return 1;
@@ -324,6 +326,8 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
         ->check(CLI::PositiveNumber);
     sub->add_option("--ctx", options->ctx, "Context tokens reserved per stream")
         ->check(CLI::PositiveNumber);
+    sub->add_flag("--kv-f32", options->kv_f32,
+                  "The nodes keep their KV cache in f32 (serve --kv-f32): twice the KV bytes");
     sub->add_flag("--json", options->json, "Machine-readable output");
     commands.add(sub, [options] { return run_plan(*options); });
 }

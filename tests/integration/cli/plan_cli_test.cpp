@@ -121,6 +121,19 @@ TEST(PlanCli, NothingFitsIsAClearError) {
     EXPECT_FALSE(j["error"].get<std::string>().empty());
 }
 
+// The KV cache is f16 by default; --kv-f32 plans for nodes that keep it in f32: the whole
+// model's memory grows by exactly the KV bytes again (64 tokens x 1 stream here).
+TEST(PlanCli, KvF32DoublesTheKvBytesPlanned) {
+    const auto f16 = plan_json({"--memory", "64GB", "--speed", "0.001"});
+    const auto f32 = plan_json({"--memory", "64GB", "--speed", "0.001", "--kv-f32"});
+    ASSERT_TRUE(f16["fits"].get<bool>() && f32["fits"].get<bool>()) << f16.dump() << f32.dump();
+    const auto needs16 = f16["single_node"]["needs_bytes"].get<std::uint64_t>();
+    const auto needs32 = f32["single_node"]["needs_bytes"].get<std::uint64_t>();
+    // The demo model: 4 layers, 2 KV heads x 32 dims; K and V of 64 tokens, 2 bytes each.
+    const std::uint64_t kv16 = 4 * 64 * 2 * (2 * 32) * 2;
+    EXPECT_EQ(needs32 - needs16, kv16) << needs16 << " " << needs32;
+}
+
 TEST(PlanCli, HumanOutputListsStagesAndThroughput) {
     const auto r = run_brigade({"plan", "--memory", "64GB", "--speed", "0.001"});
     ASSERT_EQ(r.exit_code, 0) << describe(r);
