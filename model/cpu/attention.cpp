@@ -68,10 +68,25 @@ HWY_INLINE hn::Vec<D4> sum_blocks(D d, hn::Vec<D> v) {
     }
 }
 
-// out[i] = scale * dot(q, k + i * stride) for 4 keys. The four products are reduced together
-// (two interleave rounds leave each block holding the 4 partial sums side by side, then the
-// blocks are added): about a third of the shuffles of four separate horizontal sums, which
-// dominated QKᵀ at decode.
+// out[0..4) = scale * (the lane sums of p0..p3). The four sums are reduced together (two
+// interleave rounds leave each block holding the 4 partial sums side by side, then the blocks
+// are added): about a third of the shuffles of four separate horizontal sums, which dominated
+// QKᵀ at decode.
+HWY_INLINE void store_sums4(hn::Vec<DF> p0, hn::Vec<DF> p1, hn::Vec<DF> p2, hn::Vec<DF> p3,
+                            float scale, float* out) {
+    const DF df;
+    const auto t0 = hn::Add(hn::InterleaveLower(df, p0, p1), hn::InterleaveUpper(df, p0, p1));
+    const auto t1 = hn::Add(hn::InterleaveLower(df, p2, p3), hn::InterleaveUpper(df, p2, p3));
+    const hn::Repartition<std::uint64_t, DF> du;
+    const auto u0 = hn::BitCast(du, t0);
+    const auto u1 = hn::BitCast(du, t1);
+    const auto sums = hn::Add(hn::BitCast(df, hn::InterleaveLower(du, u0, u1)),
+                              hn::BitCast(df, hn::InterleaveUpper(du, u0, u1)));
+    const D4 d4;
+    hn::StoreU(hn::Mul(sum_blocks(df, sums), hn::Set(d4, scale)), d4, out);
+}
+
+// out[i] = scale * dot(q, k + i * stride) for 4 keys.
 HWY_INLINE void dot4(const float* q, const float* k, std::int64_t stride, std::int64_t d,
                      float scale, float* out) {
     const DF df;
@@ -85,17 +100,44 @@ HWY_INLINE void dot4(const float* q, const float* k, std::int64_t stride, std::i
         p2 = hn::MulAdd(qv, hn::LoadU(df, k + 2 * stride + c), p2);
         p3 = hn::MulAdd(qv, hn::LoadU(df, k + 3 * stride + c), p3);
     }
-    const auto t0 = hn::Add(hn::InterleaveLower(df, p0, p1), hn::InterleaveUpper(df, p0, p1));
-    const auto t1 = hn::Add(hn::InterleaveLower(df, p2, p3), hn::InterleaveUpper(df, p2, p3));
-    const hn::Repartition<std::uint64_t, DF> du;
-    const auto u0 = hn::BitCast(du, t0);
-    const auto u1 = hn::BitCast(du, t1);
-    const auto sums = hn::Add(hn::BitCast(df, hn::InterleaveLower(du, u0, u1)),
-                              hn::BitCast(df, hn::InterleaveUpper(du, u0, u1)));
-    const D4 d4;
-    hn::StoreU(hn::Mul(sum_blocks(df, sums), hn::Set(d4, scale)), d4, out);
+    store_sums4(p0, p1, p2, p3, scale, out);
     for (; c < d; ++c) {
         for (int i = 0; i < 4; ++i) out[i] += scale * (q[c] * k[i * stride + c]);
+    }
+}
+
+// dot4 for two query rows of a GQA group against the same 4 keys: each key vector is loaded
+// once for both. Every product, chain and reduction is dot4's, so each row gets dot4's floats.
+HWY_INLINE void dot4_two_rows(const float* qa, const float* qb, const float* k, std::int64_t stride,
+                              std::int64_t d, float scale, float* out_a, float* out_b) {
+    const DF df;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
+    std::int64_t c = 0;
+    for (; c + n <= d; c += n) {
+        const auto qa_v = hn::LoadU(df, qa + c);
+        const auto qb_v = hn::LoadU(df, qb + c);
+        const auto k0 = hn::LoadU(df, k + c);
+        const auto k1 = hn::LoadU(df, k + stride + c);
+        const auto k2 = hn::LoadU(df, k + 2 * stride + c);
+        const auto k3 = hn::LoadU(df, k + 3 * stride + c);
+        a0 = hn::MulAdd(qa_v, k0, a0);
+        a1 = hn::MulAdd(qa_v, k1, a1);
+        a2 = hn::MulAdd(qa_v, k2, a2);
+        a3 = hn::MulAdd(qa_v, k3, a3);
+        b0 = hn::MulAdd(qb_v, k0, b0);
+        b1 = hn::MulAdd(qb_v, k1, b1);
+        b2 = hn::MulAdd(qb_v, k2, b2);
+        b3 = hn::MulAdd(qb_v, k3, b3);
+    }
+    store_sums4(a0, a1, a2, a3, scale, out_a);
+    store_sums4(b0, b1, b2, b3, scale, out_b);
+    for (; c < d; ++c) {
+        for (int i = 0; i < 4; ++i) {
+            out_a[i] += scale * (qa[c] * k[i * stride + c]);
+            out_b[i] += scale * (qb[c] * k[i * stride + c]);
+        }
     }
 }
 #endif
@@ -302,10 +344,27 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                     (kvh - tile.kv_head_begin) * q_rows + (qi - tile.q_begin) * group;
                 for (std::int64_t hh0 = 0; hh0 < group; hh0 += kAttentionRowChunk) {
                     const std::int64_t rows = std::min(kAttentionRowChunk, group - hh0);
-                    for (std::int64_t r = 0; r < rows; ++r) {
-                        const std::int64_t h = kvh * group + hh0 + r;
-                        const float* q = a.q + (qi * a.n_heads + h) * d;
-                        float* s = scores + r * kAttentionKeyBlock;
+                    const float* q_first = a.q + (qi * a.n_heads + kvh * group + hh0) * d;
+                    std::int64_t rq = 0;
+#if HWY_TARGET != HWY_SCALAR
+                    // Rows in pairs, sharing each key load; the same floats as one by one.
+                    for (; rq + 2 <= rows; rq += 2) {
+                        const float* qa = q_first + rq * d;
+                        float* sa = scores + rq * kAttentionKeyBlock;
+                        std::int64_t j = 0;
+                        for (; j + 4 <= count; j += 4) {
+                            dot4_two_rows(qa, qa + d, k0 + j * stride, stride, d, a.scale, sa + j,
+                                          sa + kAttentionKeyBlock + j);
+                        }
+                        for (; j < count; ++j) {
+                            sa[j] = dot(qa, k0 + j * stride, d) * a.scale;
+                            sa[kAttentionKeyBlock + j] = dot(qa + d, k0 + j * stride, d) * a.scale;
+                        }
+                    }
+#endif
+                    for (; rq < rows; ++rq) {
+                        const float* q = q_first + rq * d;
+                        float* s = scores + rq * kAttentionKeyBlock;
                         std::int64_t j = 0;
 #if HWY_TARGET != HWY_SCALAR
                         for (; j + 4 <= count; j += 4) {
