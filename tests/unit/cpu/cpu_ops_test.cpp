@@ -341,6 +341,27 @@ TEST(CpuOps, EveryHighwayTargetAgrees) {
         CpuBackend cpu(BackendOptions{2}, CpuTuning{});
         const std::string name = hwy::TargetName(target);
         check_attention(cpu, {5, 37, 6, 2, 36, 32}, name);
+        // f16 keys and values, and a decode group of 7 rows (three pairs and one alone).
+        check_attention(cpu, {5, 37, 6, 2, 36, 32}, name, DType::kF16);
+        check_attention(cpu, {1, 100, 14, 2, 64, 99}, name, DType::kF16);
+        // KV rows stored as f16: every target gives f32_to_f16_saturated's bits (Highway's
+        // emulated conversion truncates, so targets without F16C take the scalar path).
+        auto rows = test::random_floats(1003, 5);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            rows[i] = std::ldexp(rows[i], static_cast<int>(i % 48) - 30);
+        }
+        rows[7] = 1e9f;
+        rows[8] = -7e4f;
+        DeviceBuffer stored = cpu.alloc(rows.size() * 2);
+        cpu.store_as(rows.data(), static_cast<std::int64_t>(rows.size()), DType::kF16, stored, 0);
+        const auto* half = static_cast<const std::uint16_t*>(stored.data());
+        int wrong = 0;
+        for (std::size_t i = 0; i < rows.size() && wrong < 5; ++i) {
+            if (half[i] != f32_to_f16_saturated(rows[i])) {
+                ADD_FAILURE() << name << " store_as f16, element " << i << " = " << rows[i];
+                ++wrong;
+            }
+        }
         auto wv = test::make_plain_weight(DType::kBF16, 1, 99, 3, 1);
         const WeightVector weight{DType::kBF16, 99, wv.view.data};
         auto x = test::random_floats(3 * 99, 3);
