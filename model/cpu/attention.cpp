@@ -106,40 +106,47 @@ HWY_INLINE void dot4(const float* q, const float* k, std::int64_t stride, std::i
     }
 }
 
-// dot4 for two query rows of a GQA group against the same 4 keys: each key vector is loaded
-// once for both. Every product, chain and reduction is dot4's, so each row gets dot4's floats.
-HWY_INLINE void dot4_two_rows(const float* qa, const float* qb, const float* k, std::int64_t stride,
-                              std::int64_t d, float scale, float* out_a, float* out_b) {
+// dot4 for R query rows of a GQA group against the same 4 keys (row r's query at q + r * d,
+// its 4 scores at out + r * out_stride): each key vector is loaded once for all R rows. Every
+// product, chain and reduction is dot4's, so each row gets dot4's floats.
+template <int R>
+HWY_INLINE void dot4_rows(const float* q, const float* k, std::int64_t stride, std::int64_t d,
+                          float scale, float* out, std::int64_t out_stride) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-    auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
+    hn::Vec<DF> p[R][4];
+    for (int r = 0; r < R; ++r) {
+        for (int i = 0; i < 4; ++i) p[r][i] = hn::Zero(df);
+    }
     std::int64_t c = 0;
     for (; c + n <= d; c += n) {
-        const auto qa_v = hn::LoadU(df, qa + c);
-        const auto qb_v = hn::LoadU(df, qb + c);
         const auto k0 = hn::LoadU(df, k + c);
         const auto k1 = hn::LoadU(df, k + stride + c);
         const auto k2 = hn::LoadU(df, k + 2 * stride + c);
         const auto k3 = hn::LoadU(df, k + 3 * stride + c);
-        a0 = hn::MulAdd(qa_v, k0, a0);
-        a1 = hn::MulAdd(qa_v, k1, a1);
-        a2 = hn::MulAdd(qa_v, k2, a2);
-        a3 = hn::MulAdd(qa_v, k3, a3);
-        b0 = hn::MulAdd(qb_v, k0, b0);
-        b1 = hn::MulAdd(qb_v, k1, b1);
-        b2 = hn::MulAdd(qb_v, k2, b2);
-        b3 = hn::MulAdd(qb_v, k3, b3);
+        for (int r = 0; r < R; ++r) {
+            const auto qv = hn::LoadU(df, q + r * d + c);
+            p[r][0] = hn::MulAdd(qv, k0, p[r][0]);
+            p[r][1] = hn::MulAdd(qv, k1, p[r][1]);
+            p[r][2] = hn::MulAdd(qv, k2, p[r][2]);
+            p[r][3] = hn::MulAdd(qv, k3, p[r][3]);
+        }
     }
-    store_sums4(a0, a1, a2, a3, scale, out_a);
-    store_sums4(b0, b1, b2, b3, scale, out_b);
+    for (int r = 0; r < R; ++r) {
+        store_sums4(p[r][0], p[r][1], p[r][2], p[r][3], scale, out + r * out_stride);
+    }
     for (; c < d; ++c) {
-        for (int i = 0; i < 4; ++i) {
-            out_a[i] += scale * (qa[c] * k[i * stride + c]);
-            out_b[i] += scale * (qb[c] * k[i * stride + c]);
+        for (int r = 0; r < R; ++r) {
+            for (int i = 0; i < 4; ++i) {
+                out[r * out_stride + i] += scale * (q[r * d + c] * k[i * stride + c]);
+            }
         }
     }
 }
+
+// Query rows taken together by dot4_rows: 4 where the accumulators (16) and key vectors fit
+// the 32 vector registers, else 2.
+constexpr int kScoreRows = kVectorRegisters >= 32 ? 4 : 2;
 #endif
 
 // Vectors of head_dim per pass of accumulate_values_rows: R rows x kValueVectors accumulators
@@ -347,20 +354,27 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                     const float* q_first = a.q + (qi * a.n_heads + kvh * group + hh0) * d;
                     std::int64_t rq = 0;
 #if HWY_TARGET != HWY_SCALAR
-                    // Rows in pairs, sharing each key load; the same floats as one by one.
-                    for (; rq + 2 <= rows; rq += 2) {
-                        const float* qa = q_first + rq * d;
-                        float* sa = scores + rq * kAttentionKeyBlock;
-                        std::int64_t j = 0;
-                        for (; j + 4 <= count; j += 4) {
-                            dot4_two_rows(qa, qa + d, k0 + j * stride, stride, d, a.scale, sa + j,
-                                          sa + kAttentionKeyBlock + j);
+                    // Rows together, sharing each key load; the same floats as one by one.
+                    auto score_rows = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
+                        constexpr int kRows = decltype(n_rows)::value;
+                        for (; rq + kRows <= rows; rq += kRows) {
+                            const float* qr = q_first + rq * d;
+                            float* sr = scores + rq * kAttentionKeyBlock;
+                            std::int64_t j = 0;
+                            for (; j + 4 <= count; j += 4) {
+                                dot4_rows<kRows>(qr, k0 + j * stride, stride, d, a.scale, sr + j,
+                                                 kAttentionKeyBlock);
+                            }
+                            for (; j < count; ++j) {
+                                for (int r = 0; r < kRows; ++r) {
+                                    sr[r * kAttentionKeyBlock + j] =
+                                        dot(qr + r * d, k0 + j * stride, d) * a.scale;
+                                }
+                            }
                         }
-                        for (; j < count; ++j) {
-                            sa[j] = dot(qa, k0 + j * stride, d) * a.scale;
-                            sa[kAttentionKeyBlock + j] = dot(qa + d, k0 + j * stride, d) * a.scale;
-                        }
-                    }
+                    };
+                    score_rows(std::integral_constant<int, kScoreRows>{});
+                    score_rows(std::integral_constant<int, 2>{});
 #endif
                     for (; rq < rows; ++rq) {
                         const float* q = q_first + rq * d;
