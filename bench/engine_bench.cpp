@@ -72,6 +72,7 @@
 #include <vector>
 
 #include "bench/bench_checkpoints.hpp"
+#include "bench/engine_report.hpp"
 #include "bench/op_profile.hpp"
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
@@ -92,6 +93,7 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+using brigade::bench::EngineResult;
 using brigade::bench::FastRng;
 using brigade::bench::kLlama1b;
 using brigade::bench::kQwen05;
@@ -151,51 +153,6 @@ std::vector<std::string> split_list(const std::string& s) {
         pos = comma + 1;
     }
     return out;
-}
-
-struct Result {
-    std::string model, format;
-    double file_gb = 0, load_s = 0, first_s = 0, weight_bytes = 0, kv_bytes_per_pos = 0;
-    std::vector<int> prompts;
-    std::vector<double> pp_tps, pp_bound_tps;
-    double tg1_tps = 0, tg1_bound_tps = 0;
-    int tg1_context = 0;
-    // Thread-pool fork-joins per decode step (CPU backend; 0 for backends without a pool).
-    double tg1_dispatches = 0;
-    // The decode loop a user runs (model::generate: engine step + sampling), tok/s, greedy and
-    // at temperature 0.7 / top_p 0.9.
-    double loop_greedy_tps = 0, loop_sampled_tps = 0;
-    std::vector<int> batches;
-    std::vector<double> tgb_tps, tgb_bound_tps, tgb_dispatches;
-    std::vector<double> tgb_compute_s;  // per step, at the sgemm rate (the batch's compute bound)
-    std::vector<int> contexts;
-    std::vector<double> ctx_tps, ctx_bound_tps, ctx_explained_tps;
-    std::vector<double> ctx_kv_bytes;  // KV bytes read per step at that context
-    // --ab: the knob, and the one-sequence decode speed as configured (A) and with the knob
-    // (B), from alternated steps.
-    std::string ab;
-    double ab_a_tps = 0, ab_b_tps = 0;
-};
-
-// Fills in every bandwidth bound of a case from the read bandwidth (bytes/s). Bounds are set
-// after all cases ran, from the highest bandwidth measured during the run: the lent machines'
-// bandwidth moves by +-20% as neighbours come and go, and a bound from one low measurement made
-// decode look faster than the bound (ratios over 100%).
-void apply_bounds(Result& r, double bw) {
-    r.tg1_bound_tps = bw / (r.weight_bytes + r.tg1_context * r.kv_bytes_per_pos);
-    r.tgb_bound_tps.clear();
-    for (std::size_t i = 0; i < r.batches.size(); ++i) {
-        const double t_bound = std::max(r.weight_bytes / bw, r.tgb_compute_s[i]);
-        r.tgb_bound_tps.push_back(r.batches[i] / t_bound);
-    }
-    r.ctx_bound_tps.clear();
-    r.ctx_explained_tps.clear();
-    for (std::size_t i = 0; i < r.contexts.size(); ++i) {
-        const double kv_bytes = r.ctx_kv_bytes[i];
-        r.ctx_bound_tps.push_back(bw / (r.weight_bytes + kv_bytes));
-        const double extra = kv_bytes - r.tg1_context * r.kv_bytes_per_pos;
-        r.ctx_explained_tps.push_back(1.0 / (1.0 / r.tg1_tps + extra / bw));
-    }
 }
 
 // Weight bytes one decode step reads: every layer matrix and the lm_head (embedding lookups
@@ -321,7 +278,7 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
 
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
-              const std::vector<int>& contexts, int n_decode, Result& r,
+              const std::vector<int>& contexts, int n_decode, EngineResult& r,
               const std::string& activations, bool profile, std::int64_t attention_min_keys,
               std::int64_t batched_min_tokens, const std::vector<int>& batches,
               const std::string& ab, brigade::model::DType kv_dtype) {
@@ -546,120 +503,6 @@ std::vector<int> int_list(const std::string& s) {
     return out;
 }
 
-double pct(double v, double bound) { return bound > 0 ? 100.0 * v / bound : 0.0; }
-
-void print_tables(const std::vector<Result>& results, double bw) {
-    std::printf(
-        "\n| model | format | file GB | load s | weight MB/token | tg1 tok/s | bound "
-        "tok/s (%.0f GB/s) | ratio | fork-joins/token |\n|---|---|---|---|---|---|---|---|---|\n",
-        bw);
-    for (const auto& r : results) {
-        std::printf("| %s | %s | %.2f | %.3f | %.0f | %.2f | %.1f | %.0f%% | %.0f |\n",
-                    r.model.c_str(), r.format.c_str(), r.file_gb, r.load_s, r.weight_bytes / 1e6,
-                    r.tg1_tps, r.tg1_bound_tps, pct(r.tg1_tps, r.tg1_bound_tps), r.tg1_dispatches);
-    }
-    std::printf(
-        "\n| model | format | engine step tok/s | decode loop, greedy tok/s | decode loop, "
-        "temperature 0.7 top_p 0.9 tok/s |\n|---|---|---|---|---|\n");
-    for (const auto& r : results) {
-        std::printf("| %s | %s | %.2f | %.2f | %.2f |\n", r.model.c_str(), r.format.c_str(),
-                    r.tg1_tps, r.loop_greedy_tps, r.loop_sampled_tps);
-    }
-    std::printf(
-        "\n| model | format | batch | aggregate tok/s | speed-up over 1 | bound tok/s | "
-        "ratio | fork-joins/step |\n|---|---|---|---|---|---|---|---|\n");
-    for (const auto& r : results) {
-        for (std::size_t i = 0; i < r.batches.size(); ++i) {
-            std::printf("| %s | %s | %d | %.1f | %.2f | %.1f | %.0f%% | %.0f |\n", r.model.c_str(),
-                        r.format.c_str(), r.batches[i], r.tgb_tps[i], r.tgb_tps[i] / r.tg1_tps,
-                        r.tgb_bound_tps[i], pct(r.tgb_tps[i], r.tgb_bound_tps[i]),
-                        r.tgb_dispatches[i]);
-        }
-    }
-    std::printf(
-        "\n| model | format | context | tok/s | bound tok/s | ratio | explained tok/s | "
-        "ratio to explained |\n|---|---|---|---|---|---|---|---|\n");
-    for (const auto& r : results) {
-        for (std::size_t i = 0; i < r.contexts.size(); ++i) {
-            std::printf("| %s | %s | %d | %.2f | %.1f | %.0f%% | %.2f | %.0f%% |\n",
-                        r.model.c_str(), r.format.c_str(), r.contexts[i], r.ctx_tps[i],
-                        r.ctx_bound_tps[i], pct(r.ctx_tps[i], r.ctx_bound_tps[i]),
-                        r.ctx_explained_tps[i], pct(r.ctx_tps[i], r.ctx_explained_tps[i]));
-        }
-    }
-    bool any_ab = false;
-    for (const auto& r : results) any_ab = any_ab || !r.ab.empty();
-    if (any_ab) {
-        std::printf(
-            "\n| model | format | knob (--ab) | A: as configured, tok/s | "
-            "B: with the knob, tok/s | B / A |\n|---|---|---|---|---|---|\n");
-        for (const auto& r : results) {
-            if (r.ab.empty()) continue;
-            std::printf("| %s | %s | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),
-                        r.format.c_str(), r.ab.c_str(), r.ab_a_tps, r.ab_b_tps,
-                        r.ab_b_tps / r.ab_a_tps);
-        }
-    }
-    std::printf(
-        "\n| model | format | prompt | tok/s | sgemm-rate bound tok/s | ratio |\n"
-        "|---|---|---|---|---|---|\n");
-    for (const auto& r : results) {
-        for (std::size_t i = 0; i < r.prompts.size(); ++i) {
-            std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% |\n", r.model.c_str(),
-                        r.format.c_str(), r.prompts[i], r.pp_tps[i], r.pp_bound_tps[i],
-                        pct(r.pp_tps[i], r.pp_bound_tps[i]));
-        }
-    }
-}
-
-void write_json(const std::string& path, const std::vector<Result>& results, double bw1,
-                const std::vector<double>& bw_runs, double bwn, int n_threads) {
-    nlohmann::json j;
-    j["read_bandwidth_gbs_1_thread"] = bw1;
-    j["read_bandwidth_gbs"] = bwn;
-    j["read_bandwidth_gbs_measurements"] = bw_runs;
-    j["threads"] = n_threads;
-    for (const auto& r : results) {
-        nlohmann::json c = {{"model", r.model},
-                            {"format", r.format},
-                            {"file_gb", r.file_gb},
-                            {"load_s", r.load_s},
-                            {"first_run_s", r.first_s},
-                            {"weight_bytes_per_token", r.weight_bytes},
-                            {"kv_bytes_per_position", r.kv_bytes_per_pos},
-                            {"decode",
-                             {{"tok_s", r.tg1_tps},
-                              {"bound_tok_s", r.tg1_bound_tps},
-                              {"context", r.tg1_context},
-                              {"fork_joins_per_token", r.tg1_dispatches}}},
-                            {"decode_loop",
-                             {{"greedy_tok_s", r.loop_greedy_tps},
-                              {"temperature_0.7_top_p_0.9_tok_s", r.loop_sampled_tps}}}};
-        for (std::size_t i = 0; i < r.prompts.size(); ++i) {
-            c["prompt"].push_back({{"tokens", r.prompts[i]},
-                                   {"tok_s", r.pp_tps[i]},
-                                   {"bound_tok_s", r.pp_bound_tps[i]}});
-        }
-        for (std::size_t i = 0; i < r.batches.size(); ++i) {
-            c["batched"].push_back({{"sequences", r.batches[i]},
-                                    {"tok_s", r.tgb_tps[i]},
-                                    {"bound_tok_s", r.tgb_bound_tps[i]},
-                                    {"fork_joins_per_step", r.tgb_dispatches[i]}});
-        }
-        if (!r.ab.empty()) {
-            c["ab"] = {{"knob", r.ab}, {"a_tok_s", r.ab_a_tps}, {"b_tok_s", r.ab_b_tps}};
-        }
-        for (std::size_t i = 0; i < r.contexts.size(); ++i) {
-            c["long_context"].push_back({{"context", r.contexts[i]},
-                                         {"tok_s", r.ctx_tps[i]},
-                                         {"bound_tok_s", r.ctx_bound_tps[i]},
-                                         {"explained_tok_s", r.ctx_explained_tps[i]}});
-        }
-        j["cases"].push_back(c);
-    }
-    std::ofstream(path) << j.dump(2) << "\n";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -758,7 +601,7 @@ int main(int argc, char** argv) {
     // Measured again before every case; the bounds use the highest (see apply_bounds).
     std::vector<double> bw_runs = {measure_bandwidth_gbs(n_threads)};
 
-    std::vector<Result> results;
+    std::vector<EngineResult> results;
     for (const auto& m : split_list(models)) {
         Shape shape = m == kQwen05.name ? kQwen05 : m == kLlama1b.name ? kLlama1b : Shape{};
         if (shape.name.empty()) {
@@ -775,7 +618,7 @@ int main(int argc, char** argv) {
                 StreamingCheckpointWriter(shape, bits).write(dir);
                 std::fprintf(stderr, "wrote %s in %.1fs\n", dir.c_str(), seconds_since(t0));
             }
-            Result r;
+            EngineResult r;
             bw_runs.push_back(measure_bandwidth_gbs(n_threads));
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, r, activations,
                           profile, attention_min_keys, batched_min_tokens, batches, ab,
@@ -793,11 +636,13 @@ int main(int argc, char** argv) {
                 bw1, bwn, n_threads);
     for (double b : bw_runs) std::printf(" %.1f", b);
     std::printf(", measured at the start and before each case)\n");
-    for (Result& r : results) apply_bounds(r, bwn * 1e9);
+    for (EngineResult& r : results) apply_bounds(r, bwn * 1e9);
     print_tables(results, bwn);
     std::printf("\nbackend %s, %d threads, %d hardware threads, KV cache %s\n", backend.c_str(),
                 n_threads, hw, kv_f32 ? "f32" : "f16");
-    if (!json_path.empty()) write_json(json_path, results, bw1, bw_runs, bwn, n_threads);
+    if (!json_path.empty()) {
+        write_json(json_path, results, bw1, bw_runs, bwn, n_threads, kv_f32 ? "f32" : "f16");
+    }
     if (!keep && dir_arg.empty()) std::filesystem::remove_all(root);
     return 0;
 }

@@ -55,7 +55,9 @@ constexpr std::size_t dtype_bits(DType t) {
 
 // Bytes of one K or V element of a KV cache of this dtype: F16, or F32 (anything else is
 // taken as F32).
-constexpr std::uint64_t kv_element_bytes(DType dtype) { return dtype == DType::kF16 ? 2 : 4; }
+constexpr std::uint64_t kv_element_bytes(DType dtype) {
+    return dtype_bits(dtype == DType::kF16 ? DType::kF16 : DType::kF32) / 8;
+}
 
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {

@@ -107,7 +107,7 @@ int run_perplexity(const PerplexityArgs& args) {
     if (!backend) return fail(backend.error().message);
     model::StageOptions stage_options;
     stage_options.max_context = options.ctx;
-    stage_options.kv_dtype = args.kv_f32 ? model::DType::kF32 : model::DType::kF16;
+    stage_options.kv_dtype = kv_cache_dtype(args.kv_f32);
     auto stage = model::Stage::load(dir, {0, config->n_layers}, **backend, stage_options);
     if (!stage) return fail(stage.error().message);
 

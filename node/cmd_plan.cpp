@@ -187,8 +187,7 @@ int run_plan(const PlanOptions& options) {
         std::fprintf(stderr, "%s: %s\n", me, model.error().message.c_str());
         return 1;
     }
-    auto info =
-        read_model_shape(model->dir, options.kv_f32 ? model::DType::kF32 : model::DType::kF16);
+    auto info = read_model_shape(model->dir, kv_cache_dtype(options.kv_f32));
     if (!info) {
         std::fprintf(stderr, "%s: %s\n", me, info.error().message.c_str());
         return 1;

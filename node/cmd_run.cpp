@@ -125,7 +125,7 @@ int run_range(const RunArgs& args, const std::filesystem::path& dir, model::Back
     if (!range) return fail(range.error().message);
     model::StageOptions options;
     options.max_context = args.max_context;
-    options.kv_dtype = args.kv_f32 ? model::DType::kF32 : model::DType::kF16;
+    options.kv_dtype = kv_cache_dtype(args.kv_f32);
     auto stage = model::Stage::load(dir, *range, backend, options);
     if (!stage) return fail(stage.error().message);
     auto& s = **stage;
@@ -179,7 +179,7 @@ int run_generate(const RunArgs& args, const std::filesystem::path& dir, model::B
                  const std::optional<model::text::Tokenizer>& tokenizer) {
     model::StageOptions options;
     options.max_context = args.max_context;
-    options.kv_dtype = args.kv_f32 ? model::DType::kF32 : model::DType::kF16;
+    options.kv_dtype = kv_cache_dtype(args.kv_f32);
     const auto t_load = std::chrono::steady_clock::now();
     auto stage = model::Stage::load(dir, {0, config.n_layers}, backend, options);
     if (!stage) return fail(stage.error().message);

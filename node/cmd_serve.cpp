@@ -259,7 +259,7 @@ int serve_command(const ServeArgs& args) {
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;
     stage_options.f32_activations = args.model.f32_activations;
-    stage_options.kv_dtype = args.model.kv_f32 ? model::DType::kF32 : model::DType::kF16;
+    stage_options.kv_dtype = kv_cache_dtype(args.model.kv_f32);
     stage_options.memory_bytes = memory_bytes;
 
     PipelineHeadOptions head;

@@ -6,6 +6,8 @@
 #include <functional>
 #include <vector>
 
+#include "model/types.hpp"
+
 namespace brigade::node {
 
 // Help of --f32-activations (run, serve, perplexity).
@@ -14,6 +16,10 @@ inline constexpr const char* kF32ActivationsHelp =
     "split-int8 digits (AVX-512 VNNI / AVX-VNNI CPUs; within 3e-8 of each group's largest "
     "activation, f32-class): slower, for comparison";
 
+// The KV cache's element type for --kv-f32 given or not (StageOptions::kv_dtype).
+inline model::DType kv_cache_dtype(bool kv_f32) {
+    return kv_f32 ? model::DType::kF32 : model::DType::kF16;
+}
 inline constexpr const char* kKvF32Help =
     "Keep the KV cache in f32 instead of the default f16: twice the memory per position and "
     "the bytes a long context's decode step reads, logits unrounded (f16 moves them by ~1e-3 "

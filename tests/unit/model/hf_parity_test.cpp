@@ -100,6 +100,30 @@ protected:
         return static_cast<float>(2e-6 * std::max(1.0, max_logit));
     }
 
+    // Every prompt's logits at every position within `tolerance` of Hugging Face's.
+    void expect_logits_within(Stage& s, float tolerance) {
+        for (std::size_t p = 0; p < case_.prompts.size(); ++p) {
+            auto out = s.run_layers({prompt_entry(p, case_.prompts[p])});
+            ASSERT_TRUE(out) << out.error().message;
+            const auto want = case_.logits(p);
+            ASSERT_EQ(out->logits.size(), want.size());
+            const float diff = test::max_abs_diff(out->logits.data(), want.data(), want.size());
+            EXPECT_LE(diff, tolerance) << "prompt " << p;
+        }
+    }
+    // Every prompt's greedy continuation, decoded through the KV cache, is Hugging Face's.
+    // Small prefill chunks also exercise chunked prefill against the cache.
+    void expect_greedy_continuations(Stage& s) {
+        for (std::size_t p = 0; p < case_.prompts.size(); ++p) {
+            GenerateOptions options;
+            options.max_new_tokens = static_cast<int>(case_.greedy[p].size());
+            options.prefill_chunk = 3;
+            auto r = generate(s, 100 + p, case_.prompts[p], options);
+            ASSERT_TRUE(r) << r.error().message;
+            EXPECT_EQ(r->tokens, case_.greedy[p]) << "prompt " << p;
+        }
+    }
+
     std::unique_ptr<Backend> backend_;
     Case case_;
 };
@@ -107,14 +131,7 @@ protected:
 TEST_P(HfParity, LogitsAtEveryPosition) {
     auto s = stage(all());
     ASSERT_TRUE(s);
-    for (std::size_t p = 0; p < case_.prompts.size(); ++p) {
-        auto out = s->run_layers({prompt_entry(p, case_.prompts[p])});
-        ASSERT_TRUE(out) << out.error().message;
-        const auto want = case_.logits(p);
-        ASSERT_EQ(out->logits.size(), want.size());
-        const float diff = test::max_abs_diff(out->logits.data(), want.data(), want.size());
-        EXPECT_LE(diff, case_.tolerance) << "prompt " << p;
-    }
+    expect_logits_within(*s, static_cast<float>(case_.tolerance));
 }
 
 // The serving default stores keys and values as f16: each element moves by at most 2^-11 of
@@ -127,35 +144,14 @@ TEST_P(HfParity, F16KvCacheStaysWithinItsBound) {
     ASSERT_TRUE(s);
     ASSERT_EQ(s->kv_cache().dtype(), DType::kF16);
     const double max_logit = case_.expected["tolerance"].value("max_abs_logit", 1.0);
-    const auto bound = static_cast<float>(3e-3 * std::max(1.0, max_logit));
-    for (std::size_t p = 0; p < case_.prompts.size(); ++p) {
-        auto out = s->run_layers({prompt_entry(p, case_.prompts[p])});
-        ASSERT_TRUE(out) << out.error().message;
-        const auto want = case_.logits(p);
-        ASSERT_EQ(out->logits.size(), want.size());
-        EXPECT_LE(test::max_abs_diff(out->logits.data(), want.data(), want.size()), bound)
-            << "prompt " << p;
-        GenerateOptions options;
-        options.max_new_tokens = static_cast<int>(case_.greedy[p].size());
-        options.prefill_chunk = 3;
-        auto r = generate(*s, 100 + p, case_.prompts[p], options);
-        ASSERT_TRUE(r) << r.error().message;
-        EXPECT_EQ(r->tokens, case_.greedy[p]) << "prompt " << p;
-    }
+    expect_logits_within(*s, static_cast<float>(3e-3 * std::max(1.0, max_logit)));
+    expect_greedy_continuations(*s);
 }
 
 TEST_P(HfParity, GreedyContinuationThroughTheKvCache) {
     auto s = stage(all());
     ASSERT_TRUE(s);
-    for (std::size_t p = 0; p < case_.prompts.size(); ++p) {
-        GenerateOptions options;
-        options.max_new_tokens = static_cast<int>(case_.greedy[p].size());
-        // Small prefill chunks also exercise chunked prefill against the cache.
-        options.prefill_chunk = 3;
-        auto r = generate(*s, 100 + p, case_.prompts[p], options);
-        ASSERT_TRUE(r) << r.error().message;
-        EXPECT_EQ(r->tokens, case_.greedy[p]) << "prompt " << p;
-    }
+    expect_greedy_continuations(*s);
 }
 
 TEST_P(HfParity, HiddenStatesAtEverySplit) {
