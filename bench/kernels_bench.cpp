@@ -60,6 +60,9 @@ namespace {
 using brigade::model::AttentionArgs;
 using brigade::model::BackendOptions;
 using brigade::model::DType;
+using brigade::model::key_element_index;
+using brigade::model::KeyLayout;
+using brigade::model::kKeyTile;
 using brigade::model::WeightMatrix;
 using Clock = std::chrono::steady_clock;
 
@@ -716,10 +719,32 @@ int main(int argc, char** argv) {
                 const double t16 = time_attention_of(
                     backend, [&](int i) { return k16[static_cast<std::size_t>(i)].data(); },
                     [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
-                args.kv_dtype = DType::kF32;
                 report({name + " [f16]", bytes / 2 / t16 / 1e9, "GB/s", bandwidth,
                         "read bandwidth GB/s"});
                 report({name + " [f16] time / f32 time", t16 / best, "x", 0, ""});
+                // The cache's key layout: tiles (KeyLayout::kTiles).
+                const std::int64_t kv_dim = a.n_kv_heads * a.head_dim;
+                std::vector<std::vector<std::uint16_t>> kt16;
+                for (int i = 0; i < n16; ++i) {
+                    kt16.emplace_back(static_cast<std::size_t>((n_kv + kKeyTile - 1) / kKeyTile *
+                                                               kKeyTile * kv_dim));
+                    for (std::int64_t p = 0; p < n_kv; ++p) {
+                        for (std::int64_t e = 0; e < kv_dim; ++e) {
+                            kt16.back()[static_cast<std::size_t>(
+                                key_element_index(KeyLayout::kTiles, p, e, kv_dim))] =
+                                k16[0][static_cast<std::size_t>(p * kv_dim + e)];
+                        }
+                    }
+                }
+                args.k_layout = KeyLayout::kTiles;
+                const double tt = time_attention_of(
+                    backend, [&](int i) { return kt16[static_cast<std::size_t>(i)].data(); },
+                    [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
+                args.k_layout = KeyLayout::kRows;
+                args.kv_dtype = DType::kF32;
+                report({name + " [f16 tiled]", bytes / 2 / tt / 1e9, "GB/s", bandwidth,
+                        "read bandwidth GB/s"});
+                report({name + " [f16 tiled] time / f16 time", tt / t16, "x", 0, ""});
             }
             if (n_kv > 4096) continue;
             report({name + " per call", best * 1e6, "µs", 0, ""});

@@ -54,6 +54,20 @@ private:
     void (*free_)(void*) = nullptr;
 };
 
+// How a block of keys is laid out. kRows: key i's kv_dim elements in a row, [n_kv, kv_dim].
+// kTiles: tiles of kKeyTile consecutive keys, each [kv_dim][kKeyTile], so one vector load takes
+// the same element of kKeyTile keys and decode's QKᵀ makes a vector of scores with FMAs alone,
+// no horizontal sums (the KV cache's f16 keys; a block holds whole tiles, ceil(n / kKeyTile)).
+enum class KeyLayout : std::uint8_t { kRows, kTiles };
+inline constexpr std::int64_t kKeyTile = 16;
+
+// Index of element e of key i in a block of `layout` with rows of kv_dim elements.
+inline std::int64_t key_element_index(KeyLayout layout, std::int64_t i, std::int64_t e,
+                                      std::int64_t kv_dim) {
+    if (layout == KeyLayout::kRows) return i * kv_dim + e;
+    return ((i / kKeyTile) * kv_dim + e) * kKeyTile + i % kKeyTile;
+}
+
 // Causal grouped-query attention of one sequence against its cached keys and values.
 // Query head h uses KV head h / (n_heads / n_kv_heads) (HF `repeat_kv` grouping).
 struct AttentionArgs {
@@ -63,7 +77,8 @@ struct AttentionArgs {
     const void* k = nullptr;
     const void* v = nullptr;
     DType kv_dtype = DType::kF32;
-    float* out = nullptr;  // [n_q, n_heads, head_dim]
+    KeyLayout k_layout = KeyLayout::kRows;  // of k; values are always rows
+    float* out = nullptr;                   // [n_q, n_heads, head_dim]
     std::int64_t n_q = 0;
     std::int64_t n_kv = 0;
     std::int64_t n_heads = 0;
@@ -113,6 +128,13 @@ public:
     // The KV cache writes its rows this way.
     virtual void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
                           std::size_t offset_bytes) = 0;
+    // Stores n_rows rows of row_len floats of backend memory `src` (row i at src + i * row_len)
+    // as keys pos0 .. pos0 + n_rows - 1 of a block of tiled keys (KeyLayout::kTiles) that starts
+    // at byte `offset_bytes` of `dst`, converted as store_as does. The KV cache writes its f16
+    // keys this way.
+    virtual void store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
+                                 std::int64_t pos0, DType dtype, DeviceBuffer& dst,
+                                 std::size_t offset_bytes) = 0;
     // Waits until all queued work is done (no-op on synchronous backends).
     virtual void synchronize() = 0;
     // Host work between ops: task(ctx, i) for every i in [0, n), on the backend's host threads

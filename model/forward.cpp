@@ -364,6 +364,7 @@ void Stage::run_layer(int local, const std::vector<SequenceBatchEntry>& batch,
         a.k = kv_->keys(e.seq_id, local);
         a.v = kv_->values(e.seq_id, local);
         a.kv_dtype = kv_->dtype();
+        a.k_layout = kv_->key_layout();
         a.out = attn + row0[i] * q_dim;
         a.n_q = e.n_tokens;
         a.n_kv = static_cast<std::int64_t>(e.pos0) + e.n_tokens;

@@ -38,13 +38,18 @@ std::uint64_t KvCache::bytes_used() const {
 
 std::uint64_t KvCache::bytes_reserved() const {
     std::uint64_t n = 0;
-    for (const auto& [id, s] : seqs_) n += static_cast<std::uint64_t>(s.capacity);
+    for (const auto& [id, s] : seqs_) n += static_cast<std::uint64_t>(block_positions(s.capacity));
     return n * bytes_per_position();
 }
 
+std::int64_t KvCache::block_positions(std::int64_t capacity) const {
+    if (key_layout() == KeyLayout::kRows) return capacity;
+    return (capacity + kKeyTile - 1) / kKeyTile * kKeyTile;
+}
+
 std::size_t KvCache::block_offset(std::int64_t capacity, int local_layer, int which) const {
-    return static_cast<std::size_t>(2 * local_layer + which) * static_cast<std::size_t>(capacity) *
-           row_bytes();
+    return static_cast<std::size_t>(2 * local_layer + which) *
+           static_cast<std::size_t>(block_positions(capacity)) * row_bytes();
 }
 
 void* KvCache::keys(std::uint64_t seq_id, int local_layer) {
@@ -60,7 +65,9 @@ void* KvCache::values(std::uint64_t seq_id, int local_layer) {
 void KvCache::copy_positions(const Sequence& from, Sequence& to, std::int64_t n) {
     if (n <= 0 || n_layers_ == 0) return;
     // Through host memory: a plain copy on CPU backends, and correct (if slow) on any other.
-    const std::size_t bytes = static_cast<std::size_t>(n) * row_bytes();
+    // Whole tiles for tiled keys: a block's first tiles are one contiguous run (the lanes past
+    // n are copied too, and never read).
+    const std::size_t bytes = static_cast<std::size_t>(block_positions(n)) * row_bytes();
     std::vector<std::uint8_t> staging(bytes);
     for (int l = 0; l < n_layers_; ++l) {
         for (int which = 0; which < 2; ++which) {
@@ -74,10 +81,14 @@ void KvCache::copy_positions(const Sequence& from, Sequence& to, std::int64_t n)
 void KvCache::write_rows(std::uint64_t seq_id, int local_layer, int which, std::int64_t pos0,
                          std::int64_t n, const DeviceBuffer& src, std::size_t src_offset) {
     Sequence& s = seqs_.at(seq_id);
-    const std::size_t dst_off =
-        block_offset(s.capacity, local_layer, which) + static_cast<std::size_t>(pos0) * row_bytes();
+    const std::size_t block = block_offset(s.capacity, local_layer, which);
     const float* from = src.f32() + src_offset / sizeof(float);
-    backend_.store_as(from, n * kv_dim_, dtype_, s.buffer, dst_off);
+    if (which == 0 && key_layout() == KeyLayout::kTiles) {
+        backend_.store_key_tiles(from, n, kv_dim_, pos0, dtype_, s.buffer, block);
+        return;
+    }
+    backend_.store_as(from, n * kv_dim_, dtype_, s.buffer,
+                      block + static_cast<std::size_t>(pos0) * row_bytes());
 }
 
 Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
@@ -112,7 +123,8 @@ Result<void> KvCache::reserve(std::uint64_t seq_id, std::int64_t n_positions) {
     Sequence grown;
     grown.capacity = new_capacity;
     grown.claimed = claimed;  // set_claimed below counts the growth
-    const std::size_t bytes = static_cast<std::size_t>(new_capacity) * bytes_per_position();
+    const std::size_t bytes =
+        static_cast<std::size_t>(block_positions(new_capacity)) * bytes_per_position();
     grown.buffer = backend_.alloc(std::max<std::size_t>(bytes, sizeof(float)));
     if (it != seqs_.end()) {
         grown.length = it->second.length;

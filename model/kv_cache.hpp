@@ -1,10 +1,14 @@
 #pragma once
 // Keys and values of every sequence a stage serves, for the stage's local layers only
 // (house guide §2). Storage is backend memory, one buffer per sequence laid out as
-// [local_layer][K|V][capacity][kv_dim], so attention reads one contiguous [n_positions, kv_dim]
-// block. Elements are F16 (the default: half the memory and half the bytes a long context's
+// [local_layer][K|V][block positions][kv_dim], so attention reads one contiguous block per
+// layer. Elements are F16 (the default: half the memory and half the bytes a long context's
 // decode step reads, at a rounding of 2^-11 relative per element) or F32 (then the forward pass
 // writes new rows in place with its projection matmul).
+//
+// F16 keys are kept in tiles of kKeyTile positions (KeyLayout::kTiles), so decode attention
+// scores kKeyTile keys per vector with FMAs alone; values, and F32 keys (which the projection
+// writes as rows), are rows. A block holds its capacity rounded up to whole tiles.
 //
 // A sequence grows by doubling (copying through the backend's read/write). Limits: a per
 // sequence context limit (positions) and an optional total byte budget over all sequences.
@@ -30,6 +34,10 @@ public:
             DType dtype = DType::kF16);
 
     DType dtype() const { return dtype_; }
+    // How keys() blocks are laid out (values are always rows).
+    KeyLayout key_layout() const {
+        return dtype_ == DType::kF16 ? KeyLayout::kTiles : KeyLayout::kRows;
+    }
 
     // Cached positions of a sequence (0 for an unknown sequence).
     std::int64_t length(std::uint64_t seq_id) const;
@@ -48,15 +56,15 @@ public:
     // Marks positions [0, n) as valid after the forward pass wrote them. n <= capacity.
     void set_length(std::uint64_t seq_id, std::int64_t n);
 
-    // Base of the K or V block of a local layer: [capacity, kv_dim] elements of dtype(). The
-    // sequence must exist.
+    // Base of the K or V block of a local layer: its positions' kv_dim elements of dtype(), in
+    // rows ([capacity, kv_dim]) or, for keys, as key_layout() says. The sequence must exist.
     void* keys(std::uint64_t seq_id, int local_layer);
     void* values(std::uint64_t seq_id, int local_layer);
 
     // Stores n rows of kv_dim floats from backend memory `src` (at byte offset `src_offset`)
     // into positions pos0 .. pos0 + n - 1 of the K (which = 0) or V (which = 1) block of a
-    // local layer, as dtype() (Backend::store_as). pos0 + n must be within the reserved
-    // capacity.
+    // local layer, as dtype() (Backend::store_as, or store_key_tiles for tiled keys). pos0 + n
+    // must be within the reserved capacity.
     void write_rows(std::uint64_t seq_id, int local_layer, int which, std::int64_t pos0,
                     std::int64_t n, const DeviceBuffer& src, std::size_t src_offset);
 
@@ -76,7 +84,8 @@ public:
     std::int64_t budget_positions() const;
     // K and V bytes of one position over the local layers.
     std::uint64_t bytes_per_position() const;
-    // Bytes holding valid positions, and bytes allocated, over all sequences.
+    // Bytes holding valid positions, and bytes allocated (capacities in whole key tiles), over
+    // all sequences.
     std::uint64_t bytes_used() const;
     std::uint64_t bytes_reserved() const;
     const KvCacheLimits& limits() const { return limits_; }
@@ -90,6 +99,8 @@ private:
         std::int64_t length = 0;
         std::int64_t claimed = 0;  // positions counted against the budget (>= length)
     };
+    // Positions a block of a sequence of `capacity` positions holds: whole tiles for tiled keys.
+    std::int64_t block_positions(std::int64_t capacity) const;
     // Byte offset of the K or V block of a local layer in a sequence of `capacity` positions.
     std::size_t block_offset(std::int64_t capacity, int local_layer, int which) const;
     std::size_t row_bytes() const { return static_cast<std::size_t>(kv_dim_) * element_bytes_; }

@@ -149,6 +149,78 @@ HWY_INLINE void dot4_rows(const float* q, const float* k, std::int64_t stride, s
 constexpr int kScoreRows = kVectorRegisters >= 32 ? 4 : 2;
 #endif
 
+// N floats of T at p (f16 widened).
+template <class T>
+HWY_INLINE hn::Vec<DF> load_floats(const T* p) {
+    const DF df;
+    if constexpr (std::is_same_v<T, float>) {
+        return hn::LoadU(df, p);
+    } else {
+        const hn::Rebind<hwy::float16_t, DF> dh;
+        return hn::PromoteTo(df, hn::LoadU(dh, p));
+    }
+}
+
+// Scores of R query rows (row r's query at q + r * d, its scores at out + r * out_stride)
+// against the V * N keys from key `j0` on (a multiple of N, which divides kKeyTile: a vector
+// never straddles two tiles), of one KV head of a tiled key block (KeyLayout::kTiles; `kt`
+// points at the head's first element in tile 0, tiles are `tile_stride` elements apart). Element c
+// of N consecutive keys is one vector load, so each row's N scores are a chain of d FMAs, and each
+// key vector serves all R rows: no horizontal sums, no shuffles.
+template <int R, int V, class T>
+HWY_INLINE void score_key_tiles(const float* q, const T* kt, std::int64_t tile_stride,
+                                std::int64_t j0, std::int64_t d, float scale, float* out,
+                                std::int64_t out_stride) {
+    const DF df;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    const T* k[V];
+    for (int v = 0; v < V; ++v) {
+        const std::int64_t key = j0 + v * n;
+        k[v] = kt + (key / kKeyTile) * tile_stride + key % kKeyTile;
+    }
+    hn::Vec<DF> acc[R][V];
+    for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(df);
+    }
+    for (std::int64_t c = 0; c < d; ++c) {
+        hn::Vec<DF> kc[V];
+        for (int v = 0; v < V; ++v) kc[v] = load_floats(k[v] + c * kKeyTile);
+        for (int r = 0; r < R; ++r) {
+            const auto qc = hn::Set(df, q[r * d + c]);
+            for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(qc, kc[v], acc[r][v]);
+        }
+    }
+    const auto vs = hn::Set(df, scale);
+    for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) {
+            hn::StoreU(hn::Mul(acc[r][v], vs), df, out + r * out_stride + v * n);
+        }
+    }
+}
+
+// Query rows scored together from tiled keys: R rows x V vectors of accumulators plus the V
+// key vectors fit the registers (at most 16 + 4 of 32, or 8 + 2 of 16).
+constexpr int kTileRows = kVectorRegisters >= 32 ? 8 : 4;
+
+// score_key_tiles for the first `padded` keys (a multiple of kKeyTile) from key `kb` on:
+// passes of V vectors where R x V accumulators fit, then one vector at a time.
+template <int R, class T>
+HWY_INLINE void score_key_block(const float* q, const T* kt, std::int64_t tile_stride,
+                                std::int64_t kb, std::int64_t padded, std::int64_t d, float scale,
+                                float* out, std::int64_t out_stride) {
+    const DF df;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    constexpr int kV = std::max(1, (kVectorRegisters >= 32 ? 16 : 8) / R);
+    constexpr int V = kV >= 4 ? 4 : kV;
+    std::int64_t j = 0;
+    for (; j + V * n <= padded; j += V * n) {
+        score_key_tiles<R, V>(q, kt, tile_stride, kb + j, d, scale, out + j, out_stride);
+    }
+    for (; j < padded; j += n) {
+        score_key_tiles<R, 1>(q, kt, tile_stride, kb + j, d, scale, out + j, out_stride);
+    }
+}
+
 // Vectors of head_dim per pass of accumulate_values_rows: R rows x kValueVectors accumulators
 // plus the value vectors stay in registers (4 rows: 16 + 4 of 32, or 8 + 2 of 16).
 constexpr int kValueVectors = kVectorRegisters >= 32 ? 4 : 2;
@@ -229,15 +301,20 @@ HWY_INLINE float exp_shifted(float* scores, std::int64_t count, float m) {
 // weights streamed out of memory since the last step, too short a run for the hardware
 // prefetchers to ramp up. Only a tile's first block is asked for: prefetching every next
 // block of a long context measured slower than the hardware prefetchers alone.
-template <class T>
+// (Tiled keys: the whole tiles of those keys, also one contiguous run.)
+template <class T, bool kTiled>
 HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::int64_t end) {
     if (end <= begin) return;
     const std::int64_t row = a.n_kv_heads * a.head_dim;
-    const auto* k = reinterpret_cast<const char*>(static_cast<const T*>(a.k) + begin * row);
+    const std::int64_t k_begin = kTiled ? begin / kKeyTile * kKeyTile : begin;
+    const std::int64_t k_end = kTiled ? (end + kKeyTile - 1) / kKeyTile * kKeyTile : end;
+    const auto* k = reinterpret_cast<const char*>(static_cast<const T*>(a.k) + k_begin * row);
     const auto* v = reinterpret_cast<const char*>(static_cast<const T*>(a.v) + begin * row);
-    const std::int64_t bytes = (end - begin) * row * static_cast<std::int64_t>(sizeof(T));
-    for (std::int64_t off = 0; off < bytes; off += 64) {
+    const auto size = static_cast<std::int64_t>(sizeof(T));
+    for (std::int64_t off = 0; off < (k_end - k_begin) * row * size; off += 64) {
         __builtin_prefetch(k + off, 0, 2);
+    }
+    for (std::int64_t off = 0; off < (end - begin) * row * size; off += 64) {
         __builtin_prefetch(v + off, 0, 2);
     }
 }
@@ -248,7 +325,8 @@ HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::i
 // over a head waited on its misses one after another (perf on the lent Xeon: most of the
 // kernel's samples on the loads of K and V at 32k positions). Asking for the next head's rows
 // while this one computes puts those misses in flight together.
-template <class T>
+// (Tiled keys: the head's part of each tile, head_dim x kKeyTile contiguous elements.)
+template <class T, bool kTiled>
 HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int64_t begin,
                               std::int64_t end) {
     const std::int64_t kv_stride = a.n_kv_heads * a.head_dim;
@@ -256,11 +334,21 @@ HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int
     const auto* k_base = static_cast<const T*>(a.k);
     const auto* v_base = static_cast<const T*>(a.v);
     for (std::int64_t j = begin; j < end; ++j) {
-        const auto* k = reinterpret_cast<const char*>(k_base + j * kv_stride + kvh * a.head_dim);
         const auto* v = reinterpret_cast<const char*>(v_base + j * kv_stride + kvh * a.head_dim);
-        for (std::int64_t off = 0; off < bytes; off += 64) {
-            __builtin_prefetch(k + off, 0, 2);
-            __builtin_prefetch(v + off, 0, 2);
+        for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(v + off, 0, 2);
+        if constexpr (!kTiled) {
+            const auto* k =
+                reinterpret_cast<const char*>(k_base + j * kv_stride + kvh * a.head_dim);
+            for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(k + off, 0, 2);
+        }
+    }
+    if constexpr (kTiled) {
+        for (std::int64_t t = begin / kKeyTile; t * kKeyTile < end; ++t) {
+            const auto* k = reinterpret_cast<const char*>(
+                k_base + (t * kv_stride + kvh * a.head_dim) * kKeyTile);
+            for (std::int64_t off = 0; off < bytes * kKeyTile; off += 64) {
+                __builtin_prefetch(k + off, 0, 2);
+            }
         }
     }
 }
@@ -285,6 +373,66 @@ HWY_INLINE void widen_rows(const hwy::float16_t* src, std::int64_t stride, std::
     }
 }
 
+// Scores of `rows` query rows (row r's query at q + r * d) against `count` keys in rows
+// (key j at k0 + j * stride): row r's at scores + r * kAttentionKeyBlock. Rows go together
+// where the registers allow, sharing each key load; the same floats as one by one.
+HWY_INLINE void score_key_rows(const float* q, std::int64_t rows, const float* k0,
+                               std::int64_t stride, std::int64_t count, std::int64_t d, float scale,
+                               float* scores) {
+    std::int64_t rq = 0;
+#if HWY_TARGET != HWY_SCALAR
+    auto score_rows = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
+        constexpr int kRows = decltype(n_rows)::value;
+        for (; rq + kRows <= rows; rq += kRows) {
+            const float* qr = q + rq * d;
+            float* sr = scores + rq * kAttentionKeyBlock;
+            std::int64_t j = 0;
+            for (; j + 4 <= count; j += 4) {
+                dot4_rows<kRows>(qr, k0 + j * stride, stride, d, scale, sr + j, kAttentionKeyBlock);
+            }
+            for (; j < count; ++j) {
+                for (int r = 0; r < kRows; ++r) {
+                    sr[r * kAttentionKeyBlock + j] = dot(qr + r * d, k0 + j * stride, d) * scale;
+                }
+            }
+        }
+    };
+    score_rows(std::integral_constant<int, kScoreRows>{});
+    score_rows(std::integral_constant<int, 2>{});
+#endif
+    for (; rq < rows; ++rq) {
+        const float* qr = q + rq * d;
+        float* s = scores + rq * kAttentionKeyBlock;
+        std::int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+        for (; j + 4 <= count; j += 4) dot4(qr, k0 + j * stride, stride, d, scale, s + j);
+#endif
+        for (; j < count; ++j) s[j] = dot(qr, k0 + j * stride, d) * scale;
+    }
+}
+
+// score_key_rows for tiled keys (score_key_block) from key `kb` (a multiple of kKeyTile) on.
+// Whole tiles are scored: scores past `count` are computed and never read.
+template <class T>
+HWY_INLINE void score_tiled_keys(const float* q, std::int64_t rows, const T* kt,
+                                 std::int64_t tile_stride, std::int64_t kb, std::int64_t count,
+                                 std::int64_t d, float scale, float* scores) {
+    const std::int64_t padded = (count + kKeyTile - 1) / kKeyTile * kKeyTile;
+    for (std::int64_t rq = 0; rq < rows; rq += kTileRows) {
+        auto score = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
+            score_key_block<decltype(n_rows)::value>(q + rq * d, kt, tile_stride, kb, padded, d,
+                                                     scale, scores + rq * kAttentionKeyBlock,
+                                                     kAttentionKeyBlock);
+        };
+        const std::int64_t r = std::min<std::int64_t>(kTileRows, rows - rq);
+        if constexpr (kTileRows == 8) {
+            with_constant(r, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{}, score);
+        } else {
+            with_constant(r, std::integer_sequence<int, 1, 2, 3, 4>{}, score);
+        }
+    }
+}
+
 // Rows of one query position and KV head (the heads of a GQA group share every key) handled
 // together: all rows' scores of a key block, then all rows' softmax updates, then all rows'
 // values. Each phase reuses one block of K or of V (64 keys x head_dim floats, 16 KiB at
@@ -293,7 +441,7 @@ HWY_INLINE void widen_rows(const hwy::float16_t* src, std::int64_t stride, std::
 // from L2: decode attention of a 7-head group ran at ~10 GFLOP/s on one AVX2 core.
 constexpr std::int64_t kAttentionRowChunk = kAttentionScoreFloats / kAttentionKeyBlock;
 
-template <class T>
+template <class T, bool kTiled>
 void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
                        float* acc, float* scores) {
     const std::int64_t group = a.n_heads / a.n_kv_heads;
@@ -310,8 +458,8 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     // K and V rows of a key range are contiguous when the tile takes every KV head (decode).
     const bool all_heads = tile.kv_head_begin == 0 && tile.kv_head_end == a.n_kv_heads;
     if (all_heads) {
-        prefetch_keys<T>(a, tile.key_begin,
-                         std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end));
+        prefetch_keys<T, kTiled>(a, tile.key_begin,
+                                 std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end));
     }
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
@@ -319,14 +467,17 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
             if (all_heads && a.n_kv_heads > 1) {
                 // The next head of this block, or the first head of the next block.
                 if (kvh + 1 < tile.kv_head_end) {
-                    prefetch_head<T>(a, kvh + 1, kb, ke);
+                    prefetch_head<T, kTiled>(a, kvh + 1, kb, ke);
                 } else if (ke < tile.key_end) {
-                    prefetch_head<T>(a, tile.kv_head_begin, ke,
-                                     std::min(ke + kAttentionKeyBlock, tile.key_end));
+                    prefetch_head<T, kTiled>(a, tile.kv_head_begin, ke,
+                                             std::min(ke + kAttentionKeyBlock, tile.key_end));
                 }
             }
+            // Rows of K (kRows) and of V, widened to f32 for f16; tiled keys are read as they
+            // are (`k_tiles`: the head's first element in tile 0).
             const T* k_src = static_cast<const T*>(a.k) + kb * kv_stride + kvh * d;
             const T* v_src = static_cast<const T*>(a.v) + kb * kv_stride + kvh * d;
+            const T* k_tiles = static_cast<const T*>(a.k) + kvh * d * kKeyTile;
             const float* k0 = nullptr;
             const float* v0 = nullptr;
             std::int64_t stride = kv_stride;  // between the rows of k0 and v0
@@ -336,7 +487,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
             } else {
                 float* k_wide = scores + kAttentionScoreFloats;
                 float* v_wide = k_wide + kAttentionKeyBlock * d;
-                widen_rows(k_src, kv_stride, ke - kb, d, k_wide);
+                if constexpr (!kTiled) widen_rows(k_src, kv_stride, ke - kb, d, k_wide);
                 widen_rows(v_src, kv_stride, ke - kb, d, v_wide);
                 k0 = k_wide;
                 v0 = v_wide;
@@ -352,40 +503,12 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                 for (std::int64_t hh0 = 0; hh0 < group; hh0 += kAttentionRowChunk) {
                     const std::int64_t rows = std::min(kAttentionRowChunk, group - hh0);
                     const float* q_first = a.q + (qi * a.n_heads + kvh * group + hh0) * d;
-                    std::int64_t rq = 0;
-#if HWY_TARGET != HWY_SCALAR
-                    // Rows together, sharing each key load; the same floats as one by one.
-                    auto score_rows = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
-                        constexpr int kRows = decltype(n_rows)::value;
-                        for (; rq + kRows <= rows; rq += kRows) {
-                            const float* qr = q_first + rq * d;
-                            float* sr = scores + rq * kAttentionKeyBlock;
-                            std::int64_t j = 0;
-                            for (; j + 4 <= count; j += 4) {
-                                dot4_rows<kRows>(qr, k0 + j * stride, stride, d, a.scale, sr + j,
-                                                 kAttentionKeyBlock);
-                            }
-                            for (; j < count; ++j) {
-                                for (int r = 0; r < kRows; ++r) {
-                                    sr[r * kAttentionKeyBlock + j] =
-                                        dot(qr + r * d, k0 + j * stride, d) * a.scale;
-                                }
-                            }
-                        }
-                    };
-                    score_rows(std::integral_constant<int, kScoreRows>{});
-                    score_rows(std::integral_constant<int, 2>{});
-#endif
-                    for (; rq < rows; ++rq) {
-                        const float* q = q_first + rq * d;
-                        float* s = scores + rq * kAttentionKeyBlock;
-                        std::int64_t j = 0;
-#if HWY_TARGET != HWY_SCALAR
-                        for (; j + 4 <= count; j += 4) {
-                            dot4(q, k0 + j * stride, stride, d, a.scale, s + j);
-                        }
-#endif
-                        for (; j < count; ++j) s[j] = dot(q, k0 + j * stride, d) * a.scale;
+                    // Scores of the block, row r's at scores + r * kAttentionKeyBlock.
+                    if constexpr (kTiled) {
+                        score_tiled_keys(q_first, rows, k_tiles, kv_stride * kKeyTile, kb, count, d,
+                                         a.scale, scores);
+                    } else {
+                        score_key_rows(q_first, rows, k0, stride, count, d, a.scale, scores);
                     }
                     for (std::int64_t r = 0; r < rows; ++r) {
                         const std::int64_t row = row0 + hh0 + r;
@@ -416,10 +539,17 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
 
 void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
                          float* acc, float* scores) {
+    const bool tiled = a.k_layout == KeyLayout::kTiles;
     if (a.kv_dtype == DType::kF16) {
-        attention_tile_of<hwy::float16_t>(a, tile, m, l, acc, scores);
+        if (tiled) {
+            attention_tile_of<hwy::float16_t, true>(a, tile, m, l, acc, scores);
+        } else {
+            attention_tile_of<hwy::float16_t, false>(a, tile, m, l, acc, scores);
+        }
+    } else if (tiled) {
+        attention_tile_of<float, true>(a, tile, m, l, acc, scores);
     } else {
-        attention_tile_of<float>(a, tile, m, l, acc, scores);
+        attention_tile_of<float, false>(a, tile, m, l, acc, scores);
     }
 }
 

@@ -89,6 +89,36 @@ void CpuBackend::store_as(const float* src, std::int64_t n, DType dtype, DeviceB
     });
 }
 
+void CpuBackend::store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
+                                 std::int64_t pos0, DType dtype, DeviceBuffer& dst,
+                                 std::size_t offset_bytes) {
+    auto* block = static_cast<std::uint8_t*>(dst.data()) + offset_bytes;
+    // Each row is converted a chunk at a time (store_f16_range) and scattered kKeyTile elements
+    // apart; a decode step's row on this thread, a prompt's rows over the pool.
+    const std::int64_t grain =
+        std::max<std::int64_t>(1, (1 << 15) / std::max<std::int64_t>(row_len, 1));
+    parallel_ranges(n_rows, grain, [&](std::int64_t begin, std::int64_t end, int) {
+        constexpr std::int64_t kChunk = 256;
+        std::uint16_t half[kChunk];
+        for (std::int64_t i = begin; i < end; ++i) {
+            const std::int64_t p = pos0 + i;
+            const std::int64_t first = (p / kKeyTile) * row_len * kKeyTile + p % kKeyTile;
+            const float* row = src + i * row_len;
+            if (dtype != DType::kF16) {
+                auto* out = reinterpret_cast<float*>(block) + first;
+                for (std::int64_t e = 0; e < row_len; ++e) out[e * kKeyTile] = row[e];
+                continue;
+            }
+            auto* out = reinterpret_cast<std::uint16_t*>(block) + first;
+            for (std::int64_t e0 = 0; e0 < row_len; e0 += kChunk) {
+                const std::int64_t n = std::min(kChunk, row_len - e0);
+                store_f16_range(row + e0, 0, n, half);
+                for (std::int64_t e = 0; e < n; ++e) out[(e0 + e) * kKeyTile] = half[e];
+            }
+        }
+    });
+}
+
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias) {
     if (n <= 0 || w.rows <= 0) return;

@@ -103,6 +103,9 @@ public:
               std::size_t bytes) override;
     void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
                   std::size_t offset_bytes) override;
+    void store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
+                         std::int64_t pos0, DType dtype, DeviceBuffer& dst,
+                         std::size_t offset_bytes) override;
     void synchronize() override {}
     // On the pool (the caller included), one task per claim.
     void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),

@@ -213,7 +213,7 @@ struct AttentionTile {
 // `scores` holds at least attention_scratch_floats(head_dim) floats.
 inline constexpr std::int64_t kAttentionKeyBlock = 64;
 // Key splits of a long context start on multiples of this many keys.
-inline constexpr std::int64_t kAttentionSplitAlign = 4;
+inline constexpr std::int64_t kAttentionSplitAlign = kKeyTile;
 // Scores of a key block for up to 8 query rows at once (the heads of a GQA group).
 inline constexpr std::int64_t kAttentionScoreFloats = 8 * kAttentionKeyBlock;
 // The scores plus, for f16 keys and values, one key block of K and of V widened to f32.

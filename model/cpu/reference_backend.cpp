@@ -41,6 +41,23 @@ public:
             std::memcpy(out + 2 * i, &h, sizeof h);
         }
     }
+    void store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
+                         std::int64_t pos0, DType dtype, DeviceBuffer& dst,
+                         std::size_t offset_bytes) override {
+        auto* out = static_cast<std::uint8_t*>(dst.data()) + offset_bytes;
+        for (std::int64_t i = 0; i < n_rows; ++i) {
+            for (std::int64_t e = 0; e < row_len; ++e) {
+                const float x = src[i * row_len + e];
+                const std::int64_t at = key_element_index(KeyLayout::kTiles, pos0 + i, e, row_len);
+                if (dtype == DType::kF16) {
+                    const std::uint16_t h = f32_to_f16_saturated(x);
+                    std::memcpy(out + 2 * at, &h, sizeof h);
+                } else {
+                    std::memcpy(out + 4 * at, &x, sizeof x);
+                }
+            }
+        }
+    }
     void synchronize() override {}
 
     void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
@@ -125,9 +142,11 @@ public:
                 if (n_seen == 0) continue;
                 float max_score = -INFINITY;
                 for (std::int64_t j = 0; j < n_seen; ++j) {
-                    const std::int64_t k = (j * a.n_kv_heads + kvh) * d;
                     float dot = 0.0f;
-                    for (std::int64_t c = 0; c < d; ++c) dot += q[c] * kv(a.k, k + c);
+                    for (std::int64_t c = 0; c < d; ++c) {
+                        dot += q[c] * kv(a.k, key_element_index(a.k_layout, j, kvh * d + c,
+                                                                a.n_kv_heads * d));
+                    }
                     scores[j] = dot * a.scale;
                     max_score = std::max(max_score, scores[j]);
                 }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
@@ -139,9 +140,27 @@ AttentionArgs attention_args(const AttnCase& c, const std::vector<float>& q,
     return a;
 }
 
+// Keys of `rows` ([n_kv, kv_dim]) laid out in tiles (KeyLayout::kTiles), whole tiles, the
+// lanes past n_kv set to `pad`.
+template <class T>
+std::vector<T> tile_keys(const std::vector<T>& rows, std::int64_t n_kv, std::int64_t kv_dim,
+                         T pad) {
+    const std::int64_t n_tiles = (n_kv + kKeyTile - 1) / kKeyTile;
+    std::vector<T> tiled(static_cast<std::size_t>(n_tiles * kKeyTile * kv_dim), pad);
+    for (std::int64_t i = 0; i < n_kv; ++i) {
+        for (std::int64_t e = 0; e < kv_dim; ++e) {
+            tiled[static_cast<std::size_t>(key_element_index(KeyLayout::kTiles, i, e, kv_dim))] =
+                rows[static_cast<std::size_t>(i * kv_dim + e)];
+        }
+    }
+    return tiled;
+}
+
 // kv_dtype F16: K and V as the KV cache stores them by default, read by both backends.
+// layout kTiles: keys in tiles (as the KV cache keeps f16 keys), the padding lanes NaN so that
+// a score of a key past the context that reached the softmax shows.
 void check_attention(Backend& cpu, const AttnCase& c, const std::string& label,
-                     DType kv_dtype = DType::kF32) {
+                     DType kv_dtype = DType::kF32, KeyLayout layout = KeyLayout::kRows) {
     auto ref = reference();
     const auto q = test::random_floats(static_cast<std::size_t>(c.n_q * c.n_heads * c.head_dim), 1);
     const auto k =
@@ -158,12 +177,26 @@ void check_attention(Backend& cpu, const AttnCase& c, const std::string& label,
         a.v = v16.data();
         a.kv_dtype = DType::kF16;
     }
+    const std::int64_t kv_dim = c.n_kv_heads * c.head_dim;
+    std::vector<float> k_tiled;
+    std::vector<std::uint16_t> k16_tiled;
+    if (layout == KeyLayout::kTiles) {
+        a.k_layout = layout;
+        if (kv_dtype == DType::kF16) {
+            k16_tiled = tile_keys<std::uint16_t>(k16, c.n_kv, kv_dim, 0x7E00);  // NaN
+            a.k = k16_tiled.data();
+        } else {
+            k_tiled = tile_keys<float>(k, c.n_kv, kv_dim, NAN);
+            a.k = k_tiled.data();
+        }
+    }
     a.out = want.data();
     ref->attention(a);
     a.out = out.data();
     cpu.attention(a);
     expect_all_near(out, want, 2e-5, 1e-5,
                     label + (kv_dtype == DType::kF16 ? " f16" : "") +
+                        (layout == KeyLayout::kTiles ? " tiled" : "") +
                         " n_q=" + std::to_string(c.n_q) + " n_kv=" + std::to_string(c.n_kv) +
                         " heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) +
                         " d=" + std::to_string(c.head_dim) + " q_pos0=" + std::to_string(c.q_pos0));
@@ -204,6 +237,29 @@ TEST(CpuOps, AttentionReadsF16KeysAndValues) {
                       AttnCase{1, 41, heads, kvh, d, 40}, AttnCase{3, 103, heads, kvh, d, 100},
                       AttnCase{1, 1000, heads, kvh, d, 999}}) {
                     check_attention(cpu, c, label, DType::kF16);
+                }
+            }
+        }
+    }
+}
+
+// Keys in tiles (the KV cache's f16 layout), f16 and f32: decode over whole and partial tiles
+// with key splits, prefill blocks whose causal limit ends mid-tile, GQA groups of every row
+// count the tiled scores take in one pass (1-8) and past it (10), head_dim with a scalar tail.
+TEST(CpuOps, AttentionReadsTiledKeys) {
+    for (int threads : {1, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        const std::string label = "threads=" + std::to_string(threads);
+        for (std::int64_t ratio : {1, 2, 3, 4, 5, 6, 7, 8, 10}) {
+            for (std::int64_t d : {64, 36, 5}) {
+                const std::int64_t kvh = 2, heads = 2 * ratio;
+                for (const AttnCase& c :
+                     {AttnCase{1, 1, heads, kvh, d, 0}, AttnCase{70, 70, heads, kvh, d, 0},
+                      AttnCase{1, 48, heads, kvh, d, 47}, AttnCase{3, 103, heads, kvh, d, 100},
+                      AttnCase{1, 1000, heads, kvh, d, 999}}) {
+                    for (DType dtype : {DType::kF16, DType::kF32}) {
+                        check_attention(cpu, c, label, dtype, KeyLayout::kTiles);
+                    }
                 }
             }
         }
@@ -344,6 +400,10 @@ TEST(CpuOps, EveryHighwayTargetAgrees) {
         // f16 keys and values, and a decode group of 7 rows (three pairs and one alone).
         check_attention(cpu, {5, 37, 6, 2, 36, 32}, name, DType::kF16);
         check_attention(cpu, {1, 100, 14, 2, 64, 99}, name, DType::kF16);
+        // Tiled f16 keys (the KV cache's): groups of 7 and 4 rows, tail tiles, a prefill.
+        check_attention(cpu, {1, 100, 14, 2, 64, 99}, name, DType::kF16, KeyLayout::kTiles);
+        check_attention(cpu, {1, 45, 8, 2, 64, 44}, name, DType::kF16, KeyLayout::kTiles);
+        check_attention(cpu, {5, 37, 6, 2, 36, 32}, name, DType::kF16, KeyLayout::kTiles);
         // KV rows stored as f16: every target gives f32_to_f16_saturated's bits (Highway's
         // emulated conversion truncates, so targets without F16C take the scalar path).
         auto rows = test::random_floats(1003, 5);
@@ -362,6 +422,15 @@ TEST(CpuOps, EveryHighwayTargetAgrees) {
                 ++wrong;
             }
         }
+        // The same rows as tiled keys (17 rows of 59 from position 21 on): the reference's bits.
+        const std::int64_t n_rows = 17, row_len = 59, pos0 = 21;
+        const std::size_t tiled_bytes = static_cast<std::size_t>((pos0 + n_rows + kKeyTile - 1) /
+                                                                 kKeyTile * kKeyTile * row_len * 2);
+        DeviceBuffer tiled = cpu.alloc(tiled_bytes), tiled_ref = ref->alloc(tiled_bytes);
+        cpu.store_key_tiles(rows.data(), n_rows, row_len, pos0, DType::kF16, tiled, 0);
+        ref->store_key_tiles(rows.data(), n_rows, row_len, pos0, DType::kF16, tiled_ref, 0);
+        EXPECT_EQ(std::memcmp(tiled.data(), tiled_ref.data(), tiled_bytes), 0)
+            << name << " store_key_tiles";
         auto wv = test::make_plain_weight(DType::kBF16, 1, 99, 3, 1);
         const WeightVector weight{DType::kBF16, 99, wv.view.data};
         auto x = test::random_floats(3 * 99, 3);

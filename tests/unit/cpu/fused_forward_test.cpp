@@ -40,6 +40,11 @@ public:
                   std::size_t offset) override {
         inner_.store_as(src, n, dtype, dst, offset);
     }
+    void store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
+                         std::int64_t pos0, DType dtype, DeviceBuffer& dst,
+                         std::size_t offset) override {
+        inner_.store_key_tiles(src, n_rows, row_len, pos0, dtype, dst, offset);
+    }
     void synchronize() override { inner_.synchronize(); }
     void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                 const WeightVector* bias) override {

@@ -142,13 +142,15 @@ TEST(KvCache, BudgetCountsClaimedPositionsAndGrowthStaysWithinIt) {
 
 // An F16 cache (the default) holds half the bytes; rows are stored through the backend rounded
 // to nearest even, with magnitudes past the largest half saturated, and survive growth and
-// prefix copies bit for bit. Both backends store the same bits.
+// prefix copies bit for bit. Keys are tiled (element e of position p where key_element_index
+// puts it), values are rows. Both backends store the same bits.
 TEST(KvCache, F16RowsAreRoundedSaturatedAndKeptThroughGrowth) {
     for (const BackendKind kind : {BackendKind::kReference, BackendKind::kCpu}) {
         auto backend = make_backend(kind).value();
         const int kv_dim = 37;  // not a multiple of any vector length: the scalar tail too
         KvCache kv(*backend, 2, kv_dim, {4096, 0});
         EXPECT_EQ(kv.dtype(), DType::kF16);
+        EXPECT_EQ(kv.key_layout(), KeyLayout::kTiles);
         EXPECT_EQ(kv.bytes_per_position(), 2u * 2 * kv_dim * 2);
         const std::int64_t n = 300;  // past the first allocation of 256 positions
         DeviceBuffer rows = backend->alloc(static_cast<std::size_t>(n * kv_dim) * sizeof(float));
@@ -172,17 +174,20 @@ TEST(KvCache, F16RowsAreRoundedSaturatedAndKeptThroughGrowth) {
         for (std::uint64_t seq : {1u, 2u}) {
             const auto* k = static_cast<const std::uint16_t*>(kv.keys(seq, 1));
             const auto* v = static_cast<const std::uint16_t*>(kv.values(seq, 0));
+            auto key = [&](std::int64_t i) {
+                return k[key_element_index(KeyLayout::kTiles, i / kv_dim, i % kv_dim, kv_dim)];
+            };
             for (std::int64_t i = 0; i < n * kv_dim; ++i) {
                 const std::uint16_t want = cpu::f32_to_f16_saturated(x[i]);
-                ASSERT_EQ(k[i], want)
+                ASSERT_EQ(key(i), want)
                     << "kind " << static_cast<int>(kind) << " seq " << seq << " element " << i;
                 ASSERT_EQ(v[i], want) << "element " << i;
             }
-            EXPECT_EQ(k[5], 0x7BFF);
-            EXPECT_EQ(k[6], 0xFBFF);
-            EXPECT_EQ(k[7], 0x7BFF);
-            EXPECT_EQ(k[8], 0x3C00);
-            EXPECT_EQ(cpu::f16_to_f32(k[9]), std::ldexp(1.0f, -24));  // the smallest subnormal
+            EXPECT_EQ(key(5), 0x7BFF);
+            EXPECT_EQ(key(6), 0xFBFF);
+            EXPECT_EQ(key(7), 0x7BFF);
+            EXPECT_EQ(key(8), 0x3C00);
+            EXPECT_EQ(cpu::f16_to_f32(key(9)), std::ldexp(1.0f, -24));  // the smallest subnormal
         }
     }
 }

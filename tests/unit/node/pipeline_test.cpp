@@ -335,8 +335,11 @@ TEST(Pipeline, RequestAtANonHeadNodeStreamsTheSameText) {
         for (std::size_t i = 0; i < remote.sink->logprobs.size(); ++i) {
             EXPECT_EQ(remote.sink->logprobs[i].token, at_head.sink->logprobs[i].token);
             // The later requests reuse the first one's cached prompt (all but its last token),
-            // so their last prompt row runs on its own: the same numbers to f32 rounding.
-            EXPECT_NEAR(remote.sink->logprobs[i].logprob, at_head.sink->logprobs[i].logprob, 1e-5);
+            // so their last prompt row runs on its own: its key and value come from the one-row
+            // matmul kernels (~1e-7 from the prompt's), and the f16 KV cache can round that to
+            // a whole f16 step (2^-11) on a few elements; attention then sums over other key
+            // splits. Measured 3.4e-5; a wrong position or request moves logprobs by nats.
+            EXPECT_NEAR(remote.sink->logprobs[i].logprob, at_head.sink->logprobs[i].logprob, 1e-3);
         }
         EXPECT_EQ(remote.sink->final->usage.prompt_tokens,
                   at_head.sink->final->usage.prompt_tokens);
