@@ -6,10 +6,13 @@
 // [n_q, n_kv] score matrix is ever materialised. The caller may split the keys of a long
 // context over several tiles (split-K) and merge the partial (max, sum, output) triples.
 //
-// Keys and values are f32 or f16 (the KV cache's default). An f16 key block is widened to f32
-// once, into the caller's scratch, and the f32 code runs on it: a GQA group's query rows each
-// read every key, so converting at each load would convert every key group-size times (7 for
-// Qwen2.5-0.5B).
+// Keys and values are f32 or f16 (the KV cache's default), keys in rows or in tiles
+// (KeyLayout; the cache tiles its f16 keys). Tiled keys give each query row a vector of scores
+// from FMAs alone, every key vector converted once and used by all rows of the group; f16 key
+// rows are widened to f32 in scratch first, once per block, as each row would otherwise convert
+// them again (7 times for Qwen2.5-0.5B). Values are rows, converted as they are loaded: each
+// value vector serves up to 4 rows, and widening them into scratch first cost more than the
+// conversions it saved (session 15: Qwen2.5-0.5B's attention from cache 20 -> 27 GB/s here).
 
 #include <algorithm>
 #include <cmath>
@@ -161,6 +164,18 @@ HWY_INLINE hn::Vec<DF> load_floats(const T* p) {
     }
 }
 
+// One element of T at p as a float.
+template <class T>
+HWY_INLINE float load_float(const T* p) {
+    if constexpr (std::is_same_v<T, float>) {
+        return *p;
+    } else {
+        std::uint16_t bits;  // a struct on x86, __fp16 on Arm
+        std::memcpy(&bits, p, sizeof bits);
+        return f16_to_f32(bits);
+    }
+}
+
 // Scores of R query rows (row r's query at q + r * d, its scores at out + r * out_stride)
 // against the V * N keys from key `j0` on (a multiple of N, which divides kKeyTile: a vector
 // never straddles two tiles), of one KV head of a tiled key block (KeyLayout::kTiles; `kt`
@@ -229,9 +244,9 @@ constexpr int kValueVectors = kVectorRegisters >= 32 ? 4 : 2;
 // p + r * kAttentionKeyBlock) and `count` value rows v_j = v0 + j * stride. Each value vector
 // is loaded once for all R rows (1 + R/V loads per FMA instead of 1.25), and every output
 // element is still the same chain over j as for a single row.
-template <int R, int V>
+template <int R, int V, class T>
 HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const float* keep,
-                                               const float* p, const float* v0, std::int64_t stride,
+                                               const float* p, const T* v0, std::int64_t stride,
                                                std::int64_t count, std::int64_t d, std::int64_t c) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
@@ -242,10 +257,10 @@ HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const fl
             for (int i = 0; i < V; ++i)
                 a[r][i] = hn::Mul(hn::LoadU(df, acc + r * d + c + i * n), vk);
         }
-        const float* v = v0 + c;
+        const T* v = v0 + c;
         for (std::int64_t j = 0; j < count; ++j, v += stride) {
             hn::Vec<DF> vj[V];
-            for (int i = 0; i < V; ++i) vj[i] = hn::LoadU(df, v + i * n);
+            for (int i = 0; i < V; ++i) vj[i] = load_floats(v + i * n);
             for (int r = 0; r < R; ++r) {
                 const auto pj = hn::Set(df, p[r * kAttentionKeyBlock + j]);
                 for (int i = 0; i < V; ++i) a[r][i] = hn::MulAdd(pj, vj[i], a[r][i]);
@@ -258,9 +273,9 @@ HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const fl
     return c;
 }
 
-template <int R>
+template <int R, class T>
 HWY_INLINE void accumulate_values_rows(float* HWY_RESTRICT acc, const float* keep, const float* p,
-                                       const float* v0, std::int64_t stride, std::int64_t count,
+                                       const T* v0, std::int64_t stride, std::int64_t count,
                                        std::int64_t d) {
     std::int64_t c =
         accumulate_values_pass<R, kValueVectors>(acc, keep, p, v0, stride, count, d, 0);
@@ -269,7 +284,7 @@ HWY_INLINE void accumulate_values_rows(float* HWY_RESTRICT acc, const float* kee
         for (int r = 0; r < R; ++r) {
             float a = acc[r * d + c] * keep[r];
             for (std::int64_t j = 0; j < count; ++j) {
-                a += p[r * kAttentionKeyBlock + j] * v0[j * stride + c];
+                a += p[r * kAttentionKeyBlock + j] * load_float(v0 + j * stride + c);
             }
             acc[r * d + c] = a;
         }
@@ -325,7 +340,9 @@ HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::i
 // over a head waited on its misses one after another (perf on the lent Xeon: most of the
 // kernel's samples on the loads of K and V at 32k positions). Asking for the next head's rows
 // while this one computes puts those misses in flight together.
-// (Tiled keys: the head's part of each tile, head_dim x kKeyTile contiguous elements.)
+// Tiled keys are not asked for: a head's part of a tile is one contiguous run (2 KiB at
+// head_dim 64 in f16) that the hardware prefetchers follow, and asking for it too measured
+// slower (session 15: Llama-3.2-1B's attention at 32k, 18 against 21 GB/s here).
 template <class T, bool kTiled>
 HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int64_t begin,
                               std::int64_t end) {
@@ -340,15 +357,6 @@ HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int
             const auto* k =
                 reinterpret_cast<const char*>(k_base + j * kv_stride + kvh * a.head_dim);
             for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(k + off, 0, 2);
-        }
-    }
-    if constexpr (kTiled) {
-        for (std::int64_t t = begin / kKeyTile; t * kKeyTile < end; ++t) {
-            const auto* k = reinterpret_cast<const char*>(
-                k_base + (t * kv_stride + kvh * a.head_dim) * kKeyTile);
-            for (std::int64_t off = 0; off < bytes * kKeyTile; off += 64) {
-                __builtin_prefetch(k + off, 0, 2);
-            }
         }
     }
 }
@@ -473,25 +481,21 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                                              std::min(ke + kAttentionKeyBlock, tile.key_end));
                 }
             }
-            // Rows of K (kRows) and of V, widened to f32 for f16; tiled keys are read as they
-            // are (`k_tiles`: the head's first element in tile 0).
+            // Keys: tiles are read as they are (`k_tiles`: the head's first element in tile 0);
+            // rows (`k0`, `k_stride` apart) are f32, f16 ones widened into scratch first.
+            // Values are rows of T, read where they are.
             const T* k_src = static_cast<const T*>(a.k) + kb * kv_stride + kvh * d;
-            const T* v_src = static_cast<const T*>(a.v) + kb * kv_stride + kvh * d;
+            const T* v0 = static_cast<const T*>(a.v) + kb * kv_stride + kvh * d;
             const T* k_tiles = static_cast<const T*>(a.k) + kvh * d * kKeyTile;
             const float* k0 = nullptr;
-            const float* v0 = nullptr;
-            std::int64_t stride = kv_stride;  // between the rows of k0 and v0
+            std::int64_t k_stride = kv_stride;
             if constexpr (std::is_same_v<T, float>) {
                 k0 = k_src;
-                v0 = v_src;
-            } else {
+            } else if constexpr (!kTiled) {
                 float* k_wide = scores + kAttentionScoreFloats;
-                float* v_wide = k_wide + kAttentionKeyBlock * d;
-                if constexpr (!kTiled) widen_rows(k_src, kv_stride, ke - kb, d, k_wide);
-                widen_rows(v_src, kv_stride, ke - kb, d, v_wide);
+                widen_rows(k_src, kv_stride, ke - kb, d, k_wide);
                 k0 = k_wide;
-                v0 = v_wide;
-                stride = d;
+                k_stride = d;
             }
             for (std::int64_t qi = tile.q_begin; qi < tile.q_end; ++qi) {
                 // Query qi sees keys [0, q_pos0 + qi + 1).
@@ -508,7 +512,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                         score_tiled_keys(q_first, rows, k_tiles, kv_stride * kKeyTile, kb, count, d,
                                          a.scale, scores);
                     } else {
-                        score_key_rows(q_first, rows, k0, stride, count, d, a.scale, scores);
+                        score_key_rows(q_first, rows, k0, k_stride, count, d, a.scale, scores);
                     }
                     for (std::int64_t r = 0; r < rows; ++r) {
                         const std::int64_t row = row0 + hh0 + r;
@@ -522,14 +526,14 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                     std::int64_t r = 0;
                     for (; r + 4 <= rows; r += 4) {
                         accumulate_values_rows<4>(out + r * d, keep + r,
-                                                  scores + r * kAttentionKeyBlock, v0, stride,
+                                                  scores + r * kAttentionKeyBlock, v0, kv_stride,
                                                   count, d);
                     }
                     with_constant(rows - r, std::integer_sequence<int, 1, 2, 3>{},
                                   [&](auto k) BRIGADE_INLINE_LAMBDA {
                                       accumulate_values_rows<decltype(k)::value>(
                                           out + r * d, keep + r, scores + r * kAttentionKeyBlock,
-                                          v0, stride, count, d);
+                                          v0, kv_stride, count, d);
                                   });
                 }
             }

@@ -212,13 +212,13 @@ struct AttentionTile {
 };
 // `scores` holds at least attention_scratch_floats(head_dim) floats.
 inline constexpr std::int64_t kAttentionKeyBlock = 64;
-// Key splits of a long context start on multiples of this many keys.
+// Key splits of a long context start on multiples of this many keys (whole key tiles).
 inline constexpr std::int64_t kAttentionSplitAlign = kKeyTile;
 // Scores of a key block for up to 8 query rows at once (the heads of a GQA group).
 inline constexpr std::int64_t kAttentionScoreFloats = 8 * kAttentionKeyBlock;
-// The scores plus, for f16 keys and values, one key block of K and of V widened to f32.
+// The scores plus, for f16 keys in rows, one key block of K widened to f32.
 inline constexpr std::int64_t attention_scratch_floats(std::int64_t head_dim) {
-    return kAttentionScoreFloats + 2 * kAttentionKeyBlock * head_dim;
+    return kAttentionScoreFloats + kAttentionKeyBlock * head_dim;
 }
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
                     float* acc, float* scores);
