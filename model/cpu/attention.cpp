@@ -217,6 +217,16 @@ HWY_INLINE void score_key_tiles(const float* q, const T* kt, std::int64_t tile_s
 // key vectors fit the registers (at most 16 + 4 of 32, or 8 + 2 of 16).
 constexpr int kTileRows = kVectorRegisters >= 32 ? 8 : 4;
 
+// f(std::integral_constant<int, R>{}) for R = rows, 1..kTileRows.
+template <class F>
+HWY_INLINE void with_row_count(std::int64_t rows, F&& f) {
+    if constexpr (kTileRows == 8) {
+        with_constant(rows, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{}, f);
+    } else {
+        with_constant(rows, std::integer_sequence<int, 1, 2, 3, 4>{}, f);
+    }
+}
+
 // score_key_tiles for the first `padded` keys (a multiple of kKeyTile) from key `kb` on:
 // passes of V vectors where R x V accumulators fit, then one vector at a time.
 template <int R, class T>
@@ -236,9 +246,13 @@ HWY_INLINE void score_key_block(const float* q, const T* kt, std::int64_t tile_s
     }
 }
 
-// Vectors of head_dim per pass of accumulate_values_rows: R rows x kValueVectors accumulators
-// plus the value vectors stay in registers (4 rows: 16 + 4 of 32, or 8 + 2 of 16).
-constexpr int kValueVectors = kVectorRegisters >= 32 ? 4 : 2;
+// Vectors of head_dim per pass of accumulate_values_rows for R rows: R x V accumulators plus
+// the V value vectors stay in registers (at most 16 + 4 of 32, or 8 + 4 of 16).
+template <int R>
+constexpr int value_vectors() {
+    constexpr int fit = (kVectorRegisters >= 32 ? 16 : 8) / R;
+    return fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
+}
 
 // acc_r[0..d) = acc_r * keep[r] + Σ_j p_r[j] * v_j for R rows (acc_r = acc + r * d, p_r =
 // p + r * kAttentionKeyBlock) and `count` value rows v_j = v0 + j * stride. Each value vector
@@ -278,7 +292,7 @@ HWY_INLINE void accumulate_values_rows(float* HWY_RESTRICT acc, const float* kee
                                        const T* v0, std::int64_t stride, std::int64_t count,
                                        std::int64_t d) {
     std::int64_t c =
-        accumulate_values_pass<R, kValueVectors>(acc, keep, p, v0, stride, count, d, 0);
+        accumulate_values_pass<R, value_vectors<R>()>(acc, keep, p, v0, stride, count, d, 0);
     c = accumulate_values_pass<R, 1>(acc, keep, p, v0, stride, count, d, c);
     for (; c < d; ++c) {
         for (int r = 0; r < R; ++r) {
@@ -432,12 +446,7 @@ HWY_INLINE void score_tiled_keys(const float* q, std::int64_t rows, const T* kt,
                                                      scale, scores + rq * kAttentionKeyBlock,
                                                      kAttentionKeyBlock);
         };
-        const std::int64_t r = std::min<std::int64_t>(kTileRows, rows - rq);
-        if constexpr (kTileRows == 8) {
-            with_constant(r, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{}, score);
-        } else {
-            with_constant(r, std::integer_sequence<int, 1, 2, 3, 4>{}, score);
-        }
+        with_row_count(std::min<std::int64_t>(kTileRows, rows - rq), score);
     }
 }
 
@@ -522,19 +531,17 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                         l[row] = l[row] * keep[r] + exp_shifted(s, count, m_new);
                         m[row] = m_new;
                     }
+                    // All rows in one pass where they fit the registers (each value vector
+                    // converted once for all of them), else kTileRows at a time.
                     float* out = acc + (row0 + hh0) * d;
-                    std::int64_t r = 0;
-                    for (; r + 4 <= rows; r += 4) {
-                        accumulate_values_rows<4>(out + r * d, keep + r,
-                                                  scores + r * kAttentionKeyBlock, v0, kv_stride,
-                                                  count, d);
+                    for (std::int64_t r = 0; r < rows; r += kTileRows) {
+                        auto values = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
+                            accumulate_values_rows<decltype(n_rows)::value>(
+                                out + r * d, keep + r, scores + r * kAttentionKeyBlock, v0,
+                                kv_stride, count, d);
+                        };
+                        with_row_count(std::min<std::int64_t>(kTileRows, rows - r), values);
                     }
-                    with_constant(rows - r, std::integer_sequence<int, 1, 2, 3>{},
-                                  [&](auto k) BRIGADE_INLINE_LAMBDA {
-                                      accumulate_values_rows<decltype(k)::value>(
-                                          out + r * d, keep + r, scores + r * kAttentionKeyBlock,
-                                          v0, kv_stride, count, d);
-                                  });
                 }
             }
         }
