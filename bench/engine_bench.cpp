@@ -224,7 +224,9 @@ brigade::model::SequenceBatchEntry entry(std::uint64_t seq, std::vector<std::int
 }
 
 // Fills positions [0, n) of every local layer's K and V of `seq` with random values, one
-// thread per layer (gigabytes at 32k context).
+// thread per layer (gigabytes at 32k context). The first n * kv_dim elements of a block: rows,
+// or for tiled f16 keys the first n / kKeyTile tiles (the contexts benched are whole tiles);
+// random keys either way.
 void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::int64_t kv_dim,
              std::int64_t n) {
     std::vector<std::thread> threads;

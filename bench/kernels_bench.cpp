@@ -20,7 +20,8 @@
 //                           a share of the FMA peak
 //   prefill (512, 4096)     GFLOP/s, vs OpenBLAS sgemm on f32 weights of the same shape
 //   decode attention        KV bytes read per second at 4k, 8k and 32k context, vs bandwidth
-//                           (f32 keys and values, and " [f16]": the KV cache's default)
+//                           (f32 keys and values; " [f16]": the KV cache's default, f16
+//                           with keys in tiles; " [f16 key rows]": f16 with keys in rows)
 //
 // Shapes are those of Qwen2.5-0.5B (hidden 896, intermediate 4864, vocab 151936) and
 // Llama-3.2-1B (hidden 2048, intermediate 8192). Decode cycles through enough copies of each
@@ -629,7 +630,8 @@ int main(int argc, char** argv) {
         }
     }
 
-    // Decode attention: one query against a long f32 KV cache, cycling through copies.
+    // Decode attention: one query against a long KV cache (f32; f16 as the cache keeps it, keys
+    // in tiles; f16 with keys in rows), cycling through copies.
     struct AttnShape {
         std::string model;
         std::int64_t n_heads, n_kv_heads, head_dim;
@@ -704,47 +706,47 @@ int main(int argc, char** argv) {
             const double best = time_attention(backend);
             report({name, bytes / best / 1e9, "GB/s", bandwidth, "read bandwidth GB/s"});
             {
-                // The KV cache's default format: f16, half the bytes (as many copies again).
-                std::vector<std::vector<std::uint16_t>> k16, v16;
+                // The KV cache's default format: f16, half the bytes (as many copies again),
+                // keys in tiles (KeyLayout::kTiles); and f16 keys in rows beside it.
+                std::vector<std::vector<std::uint16_t>> k16, kt16, v16;
                 const int n16 = opt.hot ? 1 : copies_for(bytes / 2, min_bytes);
+                const std::int64_t kv_dim = a.n_kv_heads * a.head_dim;
+                const auto tiled_elems =
+                    static_cast<std::size_t>((n_kv + kKeyTile - 1) / kKeyTile * kKeyTile * kv_dim);
                 for (int i = 0; i < n16; ++i) {
                     k16.emplace_back(kv_elems);
+                    kt16.emplace_back(tiled_elems);
                     v16.emplace_back(kv_elems);
-                    for (std::size_t e = 0; e < kv_elems; ++e) {
-                        k16.back()[e] = brigade::model::cpu::f32_to_f16(ks[0][e]);
-                        v16.back()[e] = brigade::model::cpu::f32_to_f16(vs[0][e]);
-                    }
-                }
-                args.kv_dtype = DType::kF16;
-                const double t16 = time_attention_of(
-                    backend, [&](int i) { return k16[static_cast<std::size_t>(i)].data(); },
-                    [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
-                report({name + " [f16]", bytes / 2 / t16 / 1e9, "GB/s", bandwidth,
-                        "read bandwidth GB/s"});
-                report({name + " [f16] time / f32 time", t16 / best, "x", 0, ""});
-                // The cache's key layout: tiles (KeyLayout::kTiles).
-                const std::int64_t kv_dim = a.n_kv_heads * a.head_dim;
-                std::vector<std::vector<std::uint16_t>> kt16;
-                for (int i = 0; i < n16; ++i) {
-                    kt16.emplace_back(static_cast<std::size_t>((n_kv + kKeyTile - 1) / kKeyTile *
-                                                               kKeyTile * kv_dim));
                     for (std::int64_t p = 0; p < n_kv; ++p) {
                         for (std::int64_t e = 0; e < kv_dim; ++e) {
+                            const auto at = static_cast<std::size_t>(p * kv_dim + e);
+                            const std::uint16_t h = brigade::model::cpu::f32_to_f16(ks[0][at]);
+                            k16.back()[at] = h;
                             kt16.back()[static_cast<std::size_t>(
-                                key_element_index(KeyLayout::kTiles, p, e, kv_dim))] =
-                                k16[0][static_cast<std::size_t>(p * kv_dim + e)];
+                                key_element_index(KeyLayout::kTiles, p, e, kv_dim))] = h;
+                            v16.back()[at] = brigade::model::cpu::f32_to_f16(vs[0][at]);
                         }
                     }
                 }
-                args.k_layout = KeyLayout::kTiles;
-                const double tt = time_attention_of(
-                    backend, [&](int i) { return kt16[static_cast<std::size_t>(i)].data(); },
-                    [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
-                args.k_layout = KeyLayout::kRows;
+                args.kv_dtype = DType::kF16;
+                auto time_f16 = [&](const std::vector<std::vector<std::uint16_t>>& keys,
+                                    KeyLayout layout) {
+                    args.k_layout = layout;
+                    const double t = time_attention_of(
+                        backend, [&](int i) { return keys[static_cast<std::size_t>(i)].data(); },
+                        [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
+                    args.k_layout = KeyLayout::kRows;
+                    return t;
+                };
+                const double t16 = time_f16(kt16, KeyLayout::kTiles);
+                const double t16_rows = time_f16(k16, KeyLayout::kRows);
                 args.kv_dtype = DType::kF32;
-                report({name + " [f16 tiled]", bytes / 2 / tt / 1e9, "GB/s", bandwidth,
+                report({name + " [f16]", bytes / 2 / t16 / 1e9, "GB/s", bandwidth,
                         "read bandwidth GB/s"});
-                report({name + " [f16 tiled] time / f16 time", tt / t16, "x", 0, ""});
+                report({name + " [f16] time / f32 time", t16 / best, "x", 0, ""});
+                report({name + " [f16 key rows]", bytes / 2 / t16_rows / 1e9, "GB/s", bandwidth,
+                        "read bandwidth GB/s"});
+                report({name + " [f16] time / [f16 key rows] time", t16 / t16_rows, "x", 0, ""});
             }
             if (n_kv > 4096) continue;
             report({name + " per call", best * 1e6, "µs", 0, ""});
