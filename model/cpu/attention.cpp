@@ -458,6 +458,36 @@ HWY_INLINE void score_tiled_keys(const float* q, std::int64_t rows, const T* kt,
 // from L2: decode attention of a 7-head group ran at ~10 GFLOP/s on one AVX2 core.
 constexpr std::int64_t kAttentionRowChunk = kAttentionScoreFloats / kAttentionKeyBlock;
 
+// The online softmax's step for a key block of `rows` rows (row r's `count` scores at
+// scores + r * kAttentionKeyBlock, its running max and sum at m[r] and l[r]): the scores become
+// exp(score - new max), keep[r] = exp(old max - new max) rescales what the row summed before
+// (0 on the first block, whose old max is -inf), and l[r] takes the block's sum. The rows'
+// rescale factors are one vector exponential, not one libm call per row.
+HWY_INLINE void update_softmax(float* scores, std::int64_t rows, std::int64_t count, float* m,
+                               float* l, float* keep) {
+    // Whole vectors of rows (16 lanes at most on the targets compiled).
+    constexpr std::int64_t kPadded = std::max<std::int64_t>(kAttentionRowChunk, 16);
+    float m_new[kAttentionRowChunk];
+    float shift[kPadded];
+    std::fill(shift, shift + kPadded, 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        m_new[r] = std::max(m[r], max_of_floats(scores + r * kAttentionKeyBlock, count));
+        // Past Exp's range below -104 (and -inf on the first block), e^x is 0 in f32 anyway.
+        shift[r] = std::max(m[r] - m_new[r], -104.0f);
+    }
+    const DF df;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    float e[kPadded];
+    for (std::int64_t r = 0; r < rows; r += n) {
+        hn::StoreU(hn::Exp(df, hn::LoadU(df, shift + r)), df, e + r);
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+        keep[r] = m[r] == -INFINITY ? 0.0f : e[r];
+        l[r] = l[r] * keep[r] + exp_shifted(scores + r * kAttentionKeyBlock, count, m_new[r]);
+        m[r] = m_new[r];
+    }
+}
+
 template <class T, bool kTiled>
 void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
                        float* acc, float* scores) {
@@ -523,14 +553,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                     } else {
                         score_key_rows(q_first, rows, k0, k_stride, count, d, a.scale, scores);
                     }
-                    for (std::int64_t r = 0; r < rows; ++r) {
-                        const std::int64_t row = row0 + hh0 + r;
-                        float* s = scores + r * kAttentionKeyBlock;
-                        const float m_new = std::max(m[row], max_of_floats(s, count));
-                        keep[r] = std::exp(m[row] - m_new);  // 0 on the first block
-                        l[row] = l[row] * keep[r] + exp_shifted(s, count, m_new);
-                        m[row] = m_new;
-                    }
+                    update_softmax(scores, rows, count, m + row0 + hh0, l + row0 + hh0, keep);
                     // All rows in one pass where they fit the registers (each value vector
                     // converted once for all of them), else kTileRows at a time.
                     float* out = acc + (row0 + hh0) * d;
