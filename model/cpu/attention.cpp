@@ -508,6 +508,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
         prefetch_keys<T, kTiled>(a, tile.key_begin,
                                  std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end));
     }
+    HWY_DASSERT(!kTiled || tile.key_begin % kKeyTile == 0);
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
         for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {

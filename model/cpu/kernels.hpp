@@ -201,7 +201,8 @@ void store_f16_range(const float* x, std::int64_t begin, std::int64_t end, std::
 // the KV head's group), in that order; row `j` keeps its running max in m[j], its softmax
 // denominator in l[j] and its unnormalised output in acc[j * head_dim ...]. These are partial
 // results: the caller merges tiles that split the keys. Decode tiles cover every KV head of a
-// key range, so a thread streams one contiguous part of the cache.
+// key range, so a thread streams one contiguous part of the cache. key_begin is a multiple of
+// kAttentionSplitAlign: tiled keys are read a whole tile at a time.
 struct AttentionTile {
     std::int64_t kv_head_begin = 0, kv_head_end = 0;
     std::int64_t q_begin = 0, q_end = 0;

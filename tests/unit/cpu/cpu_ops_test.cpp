@@ -279,6 +279,7 @@ TEST(CpuOps, AttentionManyEqualsOneCallPerSequence) {
                                              {3, 103, 8, 2, 36, 100},  {1, 20, 3, 3, 64, 19},
                                              {0, 10, 4, 2, 64, 10},    {1, 333, 6, 2, 36, 332}};
         std::vector<std::vector<float>> qs, ks, vs, singles, together;
+        std::vector<std::vector<std::uint16_t>> k_tiles, v16;  // the KV cache's format
         std::vector<AttentionArgs> args;
         for (std::size_t i = 0; i < cases.size(); ++i) {
             const AttnCase& c = cases[i];
@@ -292,17 +293,39 @@ TEST(CpuOps, AttentionManyEqualsOneCallPerSequence) {
                 static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 2));
             singles.emplace_back(qs.back().size(), -7.0f);
             together.emplace_back(qs.back().size(), -7.0f);
+            std::vector<std::uint16_t> k16(ks.back().size());
+            v16.emplace_back(vs.back().size());
+            for (std::size_t e = 0; e < k16.size(); ++e) {
+                k16[e] = f32_to_f16(ks.back()[e]);
+                v16.back()[e] = f32_to_f16(vs.back()[e]);
+            }
+            k_tiles.push_back(
+                tile_keys<std::uint16_t>(k16, c.n_kv, c.n_kv_heads * c.head_dim, 0x7E00));
         }
-        for (std::size_t i = 0; i < cases.size(); ++i) {
-            AttentionArgs a = attention_args(cases[i], qs[i], ks[i], vs[i]);
-            a.out = singles[i].data();
-            cpu.attention(a);
-            a.out = together[i].data();
-            args.push_back(a);
-        }
-        cpu.attention_many(args);
-        for (std::size_t i = 0; i < cases.size(); ++i) {
-            EXPECT_EQ(together[i], singles[i]) << "sequence " << i << ", threads " << threads;
+        // F32 keys in rows, then f16 with tiled keys.
+        for (const bool tiled : {false, true}) {
+            args.clear();
+            for (auto* outs : {&singles, &together}) {
+                for (auto& o : *outs) std::fill(o.begin(), o.end(), -7.0f);
+            }
+            for (std::size_t i = 0; i < cases.size(); ++i) {
+                AttentionArgs a = attention_args(cases[i], qs[i], ks[i], vs[i]);
+                if (tiled) {
+                    a.k = k_tiles[i].data();
+                    a.v = v16[i].data();
+                    a.kv_dtype = DType::kF16;
+                    a.k_layout = KeyLayout::kTiles;
+                }
+                a.out = singles[i].data();
+                cpu.attention(a);
+                a.out = together[i].data();
+                args.push_back(a);
+            }
+            cpu.attention_many(args);
+            for (std::size_t i = 0; i < cases.size(); ++i) {
+                EXPECT_EQ(together[i], singles[i])
+                    << "sequence " << i << ", threads " << threads << (tiled ? ", tiled" : "");
+            }
         }
     }
 }
