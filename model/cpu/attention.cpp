@@ -305,6 +305,32 @@ HWY_INLINE void accumulate_values_rows(float* HWY_RESTRICT acc, const float* kee
     }
 }
 
+// e^x for x <= 0, within about 1 ulp: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor
+// series to r^7 (truncation below 6e-9 relative), times 2^n built from the exponent bits.
+// Arguments below -87 give e^-87 (~1.6e-38, the smallest normal range) instead of 0: as a
+// softmax weight beside the maximum's 1 it is nothing. About two thirds of the instructions of
+// a general exponential (no overflow, no subnormal results), which took a fifth of decode
+// attention's time.
+HWY_INLINE hn::Vec<DF> exp_nonpositive(hn::Vec<DF> x) {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    x = hn::Max(x, hn::Set(df, -87.0f));
+    const auto n = hn::NearestInt(hn::Mul(x, hn::Set(df, 1.44269504088896341f)));
+    const auto nf = hn::ConvertTo(df, n);
+    auto r = hn::MulAdd(nf, hn::Set(df, -0.693145751953125f), x);  // ln2's high bits, exact
+    r = hn::MulAdd(nf, hn::Set(df, -1.428606765330187e-06f), r);   // and the rest
+    auto p = hn::Set(df, 1.0f / 5040.0f);
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 720.0f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 120.0f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 24.0f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f / 6.0f));
+    p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+    p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
+    const auto scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(n, hn::Set(di, 127))));
+    return hn::Mul(p, scale);
+}
+
 // scores[0..n) = exp(scores - m); returns their sum.
 HWY_INLINE float exp_shifted(float* scores, std::int64_t count, float m) {
     const DF df;
@@ -313,7 +339,7 @@ HWY_INLINE float exp_shifted(float* scores, std::int64_t count, float m) {
     auto sum = hn::Zero(df);
     std::int64_t j = 0;
     for (; j + n <= count; j += n) {
-        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), vm));
+        const auto e = exp_nonpositive(hn::Sub(hn::LoadU(df, scores + j), vm));
         hn::StoreU(e, df, scores + j);
         sum = hn::Add(sum, e);
     }
@@ -588,6 +614,15 @@ void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, floa
     }
 }
 
+void SoftmaxExpKernel(const float* x, std::int64_t n, float* out) {
+    const DF df;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(df));
+    std::int64_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+        hn::StoreU(exp_nonpositive(hn::LoadU(df, x + i)), df, out + i);
+    for (; i < n; ++i) out[i] = std::exp(x[i]);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace brigade::model::cpu
 HWY_AFTER_NAMESPACE();
@@ -596,6 +631,11 @@ HWY_AFTER_NAMESPACE();
 namespace brigade::model::cpu {
 
 HWY_EXPORT(AttentionTileKernel);
+HWY_EXPORT(SoftmaxExpKernel);
+
+void softmax_exp(const float* x, std::int64_t n, float* out) {
+    HWY_DYNAMIC_DISPATCH(SoftmaxExpKernel)(x, n, out);
+}
 
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
                     float* acc, float* scores) {

@@ -223,5 +223,8 @@ inline constexpr std::int64_t attention_scratch_floats(std::int64_t head_dim) {
 }
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
                     float* acc, float* scores);
+// out[i] = e^x[i] for x[i] <= 0 as attention's softmax computes it (whole vectors; the tail with
+// std::exp): within about 1 ulp, and e^-87 (~1.6e-38) for arguments below -87.
+void softmax_exp(const float* x, std::int64_t n, float* out);
 
 }  // namespace brigade::model::cpu

@@ -413,6 +413,35 @@ TEST(CpuOps, SiluHandlesHugeNegativeGates) {
     }
 }
 
+// The softmax's exponential (e^x for x <= 0, attention's scores minus their max): within 2 ulp
+// of the exact value from -87 to 0, and no more than e^-87 below, on every compiled target.
+TEST(CpuOps, SoftmaxExpIsWithinTwoUlpOnEveryTarget) {
+    std::vector<float> x;
+    for (int i = 0; i <= 400000; ++i) x.push_back(-87.0f * static_cast<float>(i) / 400000.0f);
+    for (float v : {-0.0f, -1e-30f, -1e-7f, -0.34657359f, -0.6931472f, -86.99f, -87.5f, -100.0f,
+                    -1e4f, -INFINITY}) {
+        x.push_back(v);
+    }
+    std::vector<float> out(x.size());
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        softmax_exp(x.data(), static_cast<std::int64_t>(x.size()), out.data());
+        double worst = 0.0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const double want = std::exp(static_cast<double>(x[i]));
+            if (x[i] < -87.0f) {
+                EXPECT_LE(out[i], 1.7e-38f) << hwy::TargetName(target) << " x=" << x[i];
+                EXPECT_GE(out[i], 0.0f) << hwy::TargetName(target) << " x=" << x[i];
+                continue;
+            }
+            const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+            worst = std::max(worst, std::abs(out[i] - want) / ulp);
+        }
+        EXPECT_LE(worst, 2.0) << hwy::TargetName(target);
+    }
+    hwy::SetSupportedTargetsForTest(0);
+}
+
 TEST(CpuOps, EveryHighwayTargetAgrees) {
     auto ref = reference();
     for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
