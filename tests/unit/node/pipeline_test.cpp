@@ -338,7 +338,8 @@ TEST(Pipeline, RequestAtANonHeadNodeStreamsTheSameText) {
             // so their last prompt row runs on its own: its key and value come from the one-row
             // matmul kernels (~1e-7 from the prompt's), and the f16 KV cache can round that to
             // a whole f16 step (2^-11) on a few elements; attention then sums over other key
-            // splits. Measured 3.4e-5; a wrong position or request moves logprobs by nats.
+            // splits. Measured 3.4e-5 (1.7e-6 with an f32 cache); a wrong position or request
+            // moves logprobs by nats.
             EXPECT_NEAR(remote.sink->logprobs[i].logprob, at_head.sink->logprobs[i].logprob, 1e-3);
         }
         EXPECT_EQ(remote.sink->final->usage.prompt_tokens,
