@@ -405,19 +405,13 @@ HWY_INLINE void prefetch_head(const AttentionArgs& a, std::int64_t kvh, std::int
 HWY_INLINE void widen_rows(const hwy::float16_t* src, std::int64_t stride, std::int64_t count,
                            std::int64_t d, float* HWY_RESTRICT dst) {
     const DF df;
-    const hn::Rebind<hwy::float16_t, DF> dh;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
     for (std::int64_t j = 0; j < count; ++j) {
         const hwy::float16_t* row = src + j * stride;
         float* out = dst + j * d;
         std::int64_t c = 0;
-        for (; c + n <= d; c += n)
-            hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, row + c)), df, out + c);
-        for (; c < d; ++c) {
-            std::uint16_t bits;  // a struct on x86, __fp16 on Arm
-            std::memcpy(&bits, row + c, sizeof bits);
-            out[c] = f16_to_f32(bits);
-        }
+        for (; c + n <= d; c += n) hn::StoreU(load_floats(row + c), df, out + c);
+        for (; c < d; ++c) out[c] = load_float(row + c);
     }
 }
 

@@ -222,31 +222,12 @@ TEST(CpuOps, AttentionPrefillAndDecodeWithGqaRatios) {
     }
 }
 
-// Keys and values in f16 (the KV cache's default): every kernel path (decode tiles of all KV
-// heads with key splits, prefill blocks, the scalar tails of head_dim 36 and 5) widens them to
-// the reference's f32 values.
-TEST(CpuOps, AttentionReadsF16KeysAndValues) {
-    for (int threads : {1, 3}) {
-        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
-        const std::string label = "threads=" + std::to_string(threads);
-        for (std::int64_t ratio : {1, 7}) {
-            for (std::int64_t d : {64, 36, 5}) {
-                const std::int64_t kvh = 2, heads = 2 * ratio;
-                for (const AttnCase& c :
-                     {AttnCase{1, 1, heads, kvh, d, 0}, AttnCase{70, 70, heads, kvh, d, 0},
-                      AttnCase{1, 41, heads, kvh, d, 40}, AttnCase{3, 103, heads, kvh, d, 100},
-                      AttnCase{1, 1000, heads, kvh, d, 999}}) {
-                    check_attention(cpu, c, label, DType::kF16);
-                }
-            }
-        }
-    }
-}
-
-// Keys in tiles (the KV cache's f16 layout), f16 and f32: decode over whole and partial tiles
-// with key splits, prefill blocks whose causal limit ends mid-tile, GQA groups of every row
-// count the tiled scores take in one pass (1-8) and past it (10), head_dim with a scalar tail.
-TEST(CpuOps, AttentionReadsTiledKeys) {
+// Keys and values in f16 with keys in tiles (the KV cache's format), f16 with keys in rows, and
+// f32 with keys in tiles, against the reference's f32 values: decode over whole and partial
+// tiles with key splits, prefill blocks whose causal limit ends mid-tile, GQA groups of every
+// row count the tiled scores take in one pass (1-8) and past it (10), head_dim with a scalar
+// tail (36, 5).
+TEST(CpuOps, AttentionReadsF16AndTiledKeys) {
     for (int threads : {1, 3}) {
         CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
         const std::string label = "threads=" + std::to_string(threads);
@@ -257,9 +238,9 @@ TEST(CpuOps, AttentionReadsTiledKeys) {
                      {AttnCase{1, 1, heads, kvh, d, 0}, AttnCase{70, 70, heads, kvh, d, 0},
                       AttnCase{1, 48, heads, kvh, d, 47}, AttnCase{3, 103, heads, kvh, d, 100},
                       AttnCase{1, 1000, heads, kvh, d, 999}}) {
-                    for (DType dtype : {DType::kF16, DType::kF32}) {
-                        check_attention(cpu, c, label, dtype, KeyLayout::kTiles);
-                    }
+                    check_attention(cpu, c, label, DType::kF16, KeyLayout::kTiles);
+                    check_attention(cpu, c, label, DType::kF16, KeyLayout::kRows);
+                    check_attention(cpu, c, label, DType::kF32, KeyLayout::kTiles);
                 }
             }
         }
