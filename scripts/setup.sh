@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Installs Brigade's dependencies on Debian 12 (apt) and builds a Release into ./build.
-# Usage: scripts/setup.sh [--no-build]
+# Usage: scripts/setup.sh [--no-build] [--arm64]
+#   --arm64  also installs what scripts/test_arm64.sh needs (the tests run it): Debian's aarch64
+#            cross compiler, qemu-user-static and the arm64 -dev packages. A failure there only
+#            warns: that test then skips and says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=1
+arm64=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    --arm64) arm64=1 ;;
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang clang-format
@@ -19,14 +33,31 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 
-[[ "${1:-}" == "--no-build" ]] && exit 0
+if ((arm64)); then
+  ARM64_PACKAGES=(g++-aarch64-linux-gnu qemu-user-static)
+  for p in libboost1.81-dev libsodium-dev libspdlog-dev libhwy-dev libopenblas-dev libpcre2-dev \
+           libutf8proc-dev libgtest-dev libgmock-dev; do
+    ARM64_PACKAGES+=("$p:arm64")
+  done
+  missing=()
+  for p in "${ARM64_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    if ! { $SUDO dpkg --add-architecture arm64 && $SUDO apt-get update -qq &&
+           DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"; }; then
+      echo "setup: WARNING: the arm64 test tools could not be installed; the emulated Arm tests will be skipped"
+    fi
+  fi
+fi
+
+((build)) || exit 0
 export CCACHE_BASEDIR="$PWD"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build

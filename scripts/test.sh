@@ -3,7 +3,7 @@
 # Usage: scripts/test.sh [extra ctest args, e.g. -L unit]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --no-build
+scripts/setup.sh --no-build --arm64
 # Let ccache share objects between clones in different directories.
 export CCACHE_BASEDIR="$PWD"
 # The e2e test drives `brigade serve` with the official openai npm package (skipped without it).

@@ -11,9 +11,10 @@
 // and 128 * Σxq of the group is added back, so the integer sums equal Σ q * xq as in the
 // other variants.
 //
-// NOT RUN: the development machines are x86; this file was only compiled for aarch64
-// (clang --target=aarch64-linux-gnu -march=armv8.2-a+dotprod -fsyntax-only). The unit tests
-// (tests/unit/cpu/cpu_int8_test.cpp) run it against the emulation on any machine that has it.
+// Run only under emulation: the development machines are x86. scripts/test_arm64.sh builds the
+// unit suites for aarch64 with dot products and runs them under qemu-user, where
+// tests/unit/cpu/cpu_int8_test.cpp holds this kernel to the emulation. Its speed on real Arm
+// cores has not been measured.
 
 #include "model/cpu/matmul_int8.hpp"
 
