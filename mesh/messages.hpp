@@ -99,6 +99,10 @@ struct CapacityReport {
     double seconds_per_layer = 0;    // measured decode time of one layer for one token
     std::vector<LinkMeasurement> links;
     StageStats stage;
+    // K and V bytes this node's cache holds per token and layer (f16 by default, f32 with
+    // --kv-f32), so a plan sizes each stage's KV by the node that holds it. 0: not reported
+    // (a node before this field); the planner then uses the model shape's figure.
+    std::uint64_t kv_bytes_per_token_per_layer = 0;
     bool operator==(const CapacityReport&) const = default;
 };
 

@@ -77,7 +77,6 @@ asio::awaitable<void> MulticastBeacon::send_loop() {
         auto awaited_w1_ =
             co_await socket_.async_send_to(asio::buffer(datagram), group_endpoint_, kNoThrow);
         auto ec = std::move(std::get<0>(awaited_w1_));
-        auto n = std::move(std::get<1>(awaited_w1_));
         if (ec && !stopped_) {
             log_to(config_.log, LogLevel::kWarn, "multicast beacon send failed: " + ec.message());
         }

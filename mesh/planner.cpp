@@ -12,13 +12,18 @@
 namespace brigade::mesh {
 namespace {
 
+// A node's KV bytes per token and layer above this are refused: real models need at most a few
+// hundred KiB (f32, 128 KV heads of 256), and the products with context and streams must not
+// overflow.
+constexpr std::uint64_t kMaxKvBytesPerTokenPerLayer = std::uint64_t{16} << 20;
+
 // Every subset is tried up to this many nodes (2^8 subsets); beyond it, rank prefixes.
 constexpr std::size_t kExhaustiveNodes = 8;
 
 struct Context {
     const PlanRequest& req;
     std::vector<std::uint64_t> prefix;  // [n_layers + 1] cumulative layer bytes
-    std::uint64_t kv_per_layer = 0;     // KV bytes one layer holds for all streams
+    std::uint64_t kv_tokens = 0;        // KV positions a layer holds: context x streams
     double lm_head_layers = 0;          // the tail's lm_head matmul, in average-layer units
 };
 
@@ -36,10 +41,19 @@ void init_lm_head_cost(Context& c) {
     c.lm_head_layers = avg_layer > 0 ? static_cast<double>(lm_bytes) / avg_layer : 0;
 }
 
-std::uint64_t range_bytes(const Context& c, int first, int last, bool is_head, bool is_tail) {
+// KV bytes one layer holds for all streams on `node` (nullptr: the model shape's element type).
+std::uint64_t kv_per_layer(const Context& c, const NodeCapacity* node) {
+    const std::uint64_t per_token = node != nullptr && node->kv_bytes_per_token_per_layer > 0
+                                        ? node->kv_bytes_per_token_per_layer
+                                        : c.req.shape.kv_bytes_per_token_per_layer;
+    return per_token * c.kv_tokens;
+}
+
+std::uint64_t range_bytes(const Context& c, const NodeCapacity* node, int first, int last,
+                          bool is_head, bool is_tail) {
     const PlanRequest& r = c.req;
     std::uint64_t bytes = c.prefix[last] - c.prefix[first] +
-                          c.kv_per_layer * static_cast<std::uint64_t>(last - first);
+                          kv_per_layer(c, node) * static_cast<std::uint64_t>(last - first);
     if (is_head) bytes += r.shape.embedding_bytes;
     if (is_tail) {
         bytes += r.shape.lm_head_bytes;
@@ -165,7 +179,7 @@ std::optional<Candidate> best_for_subset(const Context& c,
             fixed += r.shape.lm_head_bytes;
             if (r.tied_embeddings && j != 0) fixed += r.shape.embedding_bytes;
         }
-        const std::uint64_t per_layer = max_layer + c.kv_per_layer;
+        const std::uint64_t per_layer = max_layer + kv_per_layer(c, order[j]);
         const std::uint64_t mem = order[j]->memory_bytes;
         memory_cap[j] =
             mem < fixed ? 0
@@ -208,7 +222,7 @@ std::optional<Candidate> best_for_subset(const Context& c,
         if (left > 0) continue;
         int start = 0;
         for (int j = 0; j < k && ok; ++j) {  // exact check of the contiguous ranges
-            if (range_bytes(c, start, start + counts[j], j == 0, j == k - 1) >
+            if (range_bytes(c, order[j], start, start + counts[j], j == 0, j == k - 1) >
                 order[j]->memory_bytes)
                 ok = false;
             start += counts[j];
@@ -220,7 +234,7 @@ std::optional<Candidate> best_for_subset(const Context& c,
             PlannedStage s;
             s.node = order[j]->id;
             s.layers = {start, start + counts[j]};
-            s.memory_bytes = range_bytes(c, start, start + counts[j], j == 0, j == k - 1);
+            s.memory_bytes = range_bytes(c, order[j], start, start + counts[j], j == 0, j == k - 1);
             s.step_s = counts[j] * order[j]->seconds_per_layer +
                        (j == k - 1 ? tail_extra_s(c, *order[j]) : 0);
             s.tok_s = 1 / s.step_s;
@@ -269,6 +283,12 @@ Result<void> validate(const PlanRequest& r) {
             return make_error(errc::invalid_argument,
                               "node " + n.id.short_string() + " has no measured speed");
         }
+        if (n.kv_bytes_per_token_per_layer > kMaxKvBytesPerTokenPerLayer) {
+            return make_error(errc::invalid_argument,
+                              "node " + n.id.short_string() + " reports " +
+                                  std::to_string(n.kv_bytes_per_token_per_layer) +
+                                  " KV bytes per token and layer");
+        }
         if (!seen.insert(n.id).second) {
             return make_error(errc::invalid_argument,
                               "node " + n.id.short_string() + " listed twice");
@@ -289,10 +309,9 @@ std::uint64_t stage_memory_bytes(const PlanRequest& request, model::LayerRange l
     for (int i = 0; i < request.shape.n_layers; ++i) {
         c.prefix[i + 1] = c.prefix[i] + request.shape.layer_bytes[i];
     }
-    c.kv_per_layer = request.shape.kv_bytes_per_token_per_layer *
-                     static_cast<std::uint64_t>(request.context_tokens) *
-                     static_cast<std::uint64_t>(std::max(1, request.expected_concurrency));
-    return range_bytes(c, layers.first, layers.last, is_head, is_tail);
+    c.kv_tokens = static_cast<std::uint64_t>(request.context_tokens) *
+                  static_cast<std::uint64_t>(std::max(1, request.expected_concurrency));
+    return range_bytes(c, nullptr, layers.first, layers.last, is_head, is_tail);
 }
 
 double median_measured_rtt_s(const std::vector<LinkCost>& links, double fallback_s) {
@@ -312,9 +331,8 @@ Result<Plan> make_plan(const PlanRequest& req) {
     Context c{req, std::vector<std::uint64_t>(n_layers + 1), 0};
     for (int i = 0; i < n_layers; ++i) c.prefix[i + 1] = c.prefix[i] + req.shape.layer_bytes[i];
     init_lm_head_cost(c);
-    c.kv_per_layer = req.shape.kv_bytes_per_token_per_layer *
-                     static_cast<std::uint64_t>(req.context_tokens) *
-                     static_cast<std::uint64_t>(req.expected_concurrency);
+    c.kv_tokens = static_cast<std::uint64_t>(req.context_tokens) *
+                  static_cast<std::uint64_t>(req.expected_concurrency);
 
     std::vector<const NodeCapacity*> ranked;
     for (const NodeCapacity& n : req.nodes) ranked.push_back(&n);
@@ -381,7 +399,7 @@ Result<Plan> make_plan(const PlanRequest& req) {
 
     const std::uint64_t weights =
         c.prefix[n_layers] + req.shape.embedding_bytes + req.shape.lm_head_bytes;
-    const std::uint64_t kv = c.kv_per_layer * static_cast<std::uint64_t>(n_layers);
+    const std::uint64_t kv = kv_per_layer(c, nullptr) * static_cast<std::uint64_t>(n_layers);
     std::string needs = "model needs " + format_size(weights) + " of weights + " + format_size(kv) +
                         " of KV (" + std::to_string(req.context_tokens) + " tokens x " +
                         std::to_string(req.expected_concurrency) + " streams)";

@@ -15,8 +15,9 @@
 // - The tail also runs the lm_head (the embedding when tied): it is charged lm_head bytes /
 //   average layer bytes extra layers of time.
 // - Memory of a stage: its layers' bytes + KV (kv_bytes_per_token_per_layer * n_i * context *
-//   C) + the embedding on the head + lm_head on the tail (+ the embedding again on a tail that is
-//   not the head when embeddings are tied).
+//   C, with the node's own KV bytes per token where it reports them) + the embedding on the head +
+//   lm_head on the tail (+ the embedding again on a tail that is not the head when embeddings are
+//   tied).
 //
 // Search: nodes are ranked fastest first (ties: lower node id). For every subset of nodes (all
 // subsets up to 8 nodes, prefixes of the speed and memory rankings beyond), in rank order and
@@ -43,6 +44,8 @@ struct NodeCapacity {
     std::uint64_t memory_bytes = 0;  // offered for weights + KV
     double seconds_per_layer = 0;    // decode, one token, this model
     std::string backend;
+    // This node's KV bytes per token and layer (its cache's element type); 0: the shape's.
+    std::uint64_t kv_bytes_per_token_per_layer = 0;
 };
 
 struct LinkCost {

@@ -80,7 +80,6 @@ awaitable<Result<void>> write_all(tcp::socket& s, ByteSpan bytes) {
     auto awaited_w1_ =
         co_await asio::async_write(s, asio::buffer(bytes.data(), bytes.size()), kNoThrow);
     auto ec = std::move(std::get<0>(awaited_w1_));
-    auto n = std::move(std::get<1>(awaited_w1_));
     if (ec) {
         Result<void> r_ = make_error(errc::io_error, "write failed: " + ec.message());
         co_return r_;
@@ -103,7 +102,6 @@ awaitable<Result<Bytes>> read_handshake_message(tcp::socket& s) {
     std::array<std::uint8_t, 2> len{};
     auto awaited1_ = co_await asio::async_read(s, asio::buffer(len), kNoThrow);
     auto ec = std::move(std::get<0>(awaited1_));
-    auto n = std::move(std::get<1>(awaited1_));
     if (ec) {
         {
             Result<Bytes> r_ =
@@ -121,7 +119,6 @@ awaitable<Result<Bytes>> read_handshake_message(tcp::socket& s) {
     Bytes body(size);  // at most 65535 bytes: the u16 bounds it
     auto awaited2_ = co_await asio::async_read(s, asio::buffer(body), kNoThrow);
     auto ec2 = std::move(std::get<0>(awaited2_));
-    auto n2 = std::move(std::get<1>(awaited2_));
     if (ec2) {
         {
             Result<Bytes> r_ = make_error(

@@ -101,6 +101,7 @@ mesh::CapacityReport MeshRuntime::Impl::self_capacity() {
     r.backend = options.backend;
     r.model_id = options.model_id;
     r.seconds_per_layer = options.seconds_per_layer;
+    r.kv_bytes_per_token_per_layer = options.shape.kv_bytes_per_token_per_layer;
     for (const auto& [id, slot] : links) {
         if (!slot->link->is_open()) continue;
         mesh::LinkMeasurement m;

@@ -95,7 +95,8 @@ mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
             c = &*m->capacity;
         }
         if (c == nullptr || c->model_id != options.model_id) continue;
-        request.nodes.push_back({id, c->memory_bytes, c->seconds_per_layer, c->backend});
+        request.nodes.push_back({id, c->memory_bytes, c->seconds_per_layer, c->backend,
+                                 c->kv_bytes_per_token_per_layer});
         for (const mesh::LinkMeasurement& l : c->links) {
             if (l.rtt_us == 0) continue;
             request.links.push_back({id, l.peer, l.rtt_us * 1e-6, l.bandwidth_bytes_per_s});

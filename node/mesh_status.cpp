@@ -29,6 +29,8 @@ nlohmann::json mesh_status_json(const MeshStatusInput& input) {
                       {"memory_bytes", n->capacity ? n->capacity->memory_bytes : 0},
                       {"backend", n->capacity ? n->capacity->backend : ""},
                       {"seconds_per_layer", n->capacity ? n->capacity->seconds_per_layer : 0.0},
+                      {"kv_bytes_per_token_per_layer",
+                       n->capacity ? n->capacity->kv_bytes_per_token_per_layer : 0},
                       {"is_self", n->id == input.self}};
         node_list.push_back(std::move(entry));
         if (!n->capacity) continue;

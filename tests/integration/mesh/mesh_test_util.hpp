@@ -111,7 +111,6 @@ private:
             }
             auto awaited4_ = co_await asio::async_write(*to, asio::buffer(buf.data(), n), kNoThrow);
             auto wec = std::move(std::get<0>(awaited4_));
-            auto wn = std::move(std::get<1>(awaited4_));
             if (wec) break;
         }
         // A black hole is a pulled cable: one side giving up must not reach the other as a

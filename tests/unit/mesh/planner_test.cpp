@@ -249,6 +249,54 @@ TEST(Planner, KvCacheForTheExpectedContextCountsAgainstMemory) {
     for (const PlannedStage& s : big->stages) EXPECT_LE(s.memory_bytes, 400 * kMB);
 }
 
+// A node whose KV cache is f32 (--kv-f32) needs twice the KV bytes of one with the default f16
+// cache; the plan sizes each stage by the node that holds it, not by the planner's own shape.
+TEST(Planner, EachNodesKvBytesSizeItsStage) {
+    PlanRequest r;
+    // The planner's shape: 1000 KV bytes per token and layer (f16); 1000 tokens, 8 streams:
+    // 8 MB of KV per layer, so 18 MB a layer with its weights.
+    r.shape = shape(24, 10 * kMB, 20 * kMB, 20 * kMB, /*kv per token per layer=*/1000);
+    r.context_tokens = 1000;
+    r.expected_concurrency = 8;
+    r.min_gain_per_extra_stage = 1e9;  // only memory may force a split here
+    // Each node could hold 13 layers of 18 MB beside the embedding or lm_head (20 + 234 MB).
+    r.nodes = {node(1, 260 * kMB, 1e-3), node(2, 260 * kMB, 1e-3)};
+    auto same = make_plan(r);
+    ASSERT_TRUE(same) << same.error().what();
+    ASSERT_EQ(same->stages.size(), 2u);
+    for (const PlannedStage& s : same->stages) EXPECT_LE(s.layers.size(), 13);
+    // Node 2 keeps f32 KV: 26 MB a layer, at most 9 layers (20 + 234 MB), so node 1 would need
+    // 15, more than it holds: no layout fits.
+    r.nodes[1].kv_bytes_per_token_per_layer = 2000;
+    auto mixed = make_plan(r);
+    ASSERT_FALSE(mixed);
+    EXPECT_EQ(mixed.error().code, errc::no_fit);
+    // With room for 15 layers on node 1 (20 + 270 MB) it fits again, and every stage's memory
+    // is counted with its own node's KV bytes.
+    r.nodes[0].memory_bytes = 290 * kMB;
+    auto fits = make_plan(r);
+    ASSERT_TRUE(fits) << fits.error().what();
+    ASSERT_EQ(fits->stages.size(), 2u);
+    for (const PlannedStage& s : fits->stages) {
+        const bool f32_node = s.node == id_of(2);
+        const std::uint64_t per_layer = 10 * kMB + (f32_node ? 16 : 8) * kMB;
+        const std::uint64_t layers = static_cast<std::uint64_t>(s.layers.size());
+        EXPECT_EQ(s.memory_bytes, layers * per_layer + 20 * kMB) << s.node.short_string();
+        EXPECT_LE(s.memory_bytes, f32_node ? 260 * kMB : 290 * kMB);
+    }
+    // A node that reports no KV bytes (0) is sized with the planner's shape.
+    r.nodes[1].kv_bytes_per_token_per_layer = 0;
+    r.nodes[0].memory_bytes = 260 * kMB;
+    auto unreported = make_plan(r);
+    ASSERT_TRUE(unreported) << unreported.error().what();
+    ASSERT_EQ(unreported->stages.size(), same->stages.size());
+    for (std::size_t i = 0; i < same->stages.size(); ++i) {
+        EXPECT_EQ(unreported->stages[i].node, same->stages[i].node);
+        EXPECT_EQ(unreported->stages[i].layers, same->stages[i].layers);
+        EXPECT_EQ(unreported->stages[i].memory_bytes, same->stages[i].memory_bytes);
+    }
+}
+
 TEST(Planner, TailMustHoldLmHead) {
     PlanRequest r;
     // Node 1 holds the embedding and all 10 layers (20 + 100 = 120 MB) but not lm_head too.
@@ -292,6 +340,9 @@ TEST(Planner, BadInputIsRejected) {
     r.nodes = {node(1, 100 * kMB, 0)};
     EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
     r.nodes = {node(1, 100 * kMB, 1e-3), node(1, 100 * kMB, 1e-3)};
+    EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
+    r.nodes = {node(1, 100 * kMB, 1e-3)};
+    r.nodes[0].kv_bytes_per_token_per_layer = std::uint64_t{1} << 40;  // would overflow the sums
     EXPECT_EQ(make_plan(r).error().code, errc::invalid_argument);
     r.nodes = {node(1, 100 * kMB, 1e-3)};
     r.shape.n_layers = 0;
