@@ -13,7 +13,8 @@ namespace brigade::node {
 // Help of --f32-activations (run, serve, perplexity).
 inline constexpr const char* kF32ActivationsHelp =
     "One-token decode on 4-bit MLX weights with f32 activations instead of the default "
-    "split-int8 digits (AVX-512 VNNI / AVX-VNNI CPUs; within 3e-8 of each group's largest "
+    "split-int8 digits (AVX-512 VNNI / AVX-VNNI / Arm sdot CPUs; within 3e-8 of each group's "
+    "largest "
     "activation, f32-class): slower, for comparison";
 
 // The KV cache's element type for --kv-f32 given or not (StageOptions::kv_dtype).

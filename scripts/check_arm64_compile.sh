@@ -52,11 +52,13 @@ for march in armv8.2-a+dotprod armv8-a; do
         fi
     done
 done
-# The dot-product kernel must really be in the first build (its file compiles to nothing
+# The dot-product kernels must really be in the first build (their files compile to nothing
 # when the compiler does not announce the extension).
-if ! nm -C "$work/matmul_int8_neon-armv8.2-a+dotprod.o" 2>/dev/null | grep -q gemv_rows_neon_dot; then
-    echo "FAILED: the NEON dot-product kernel was not compiled"
-    failed=1
-fi
+for kernel in matmul_int8_neon:gemv_rows_neon_dot matmul_split_int8_neon:gemv_neon_dot; do
+    if ! nm -C "$work/${kernel%%:*}-armv8.2-a+dotprod.o" 2>/dev/null | grep -q "${kernel#*:}"; then
+        echo "FAILED: the NEON dot-product kernel ${kernel#*:} was not compiled"
+        failed=1
+    fi
+done
 [[ $failed == 0 ]] || exit 1
 echo "arm64: ${#sources[@]} files compiled for armv8.2-a+dotprod and armv8-a with $clang"

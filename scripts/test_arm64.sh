@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the engine's unit suites for 64-bit Arm Linux and runs them under qemu-user, so the
-# NEON code paths (Highway's NEON target, the sdot int8 kernel, the 32-register tiles) run and
-# are checked against the scalar reference and Hugging Face's outputs, on an x86 machine.
+# NEON code paths (Highway's NEON target, the sdot split-int8 and int8 kernels, the 32-register
+# tiles) run and are checked against the scalar reference and Hugging Face's outputs, on an x86
+# machine.
 # Usage: scripts/test_arm64.sh [build dir, default build-arm64]
 #
 # Needs Debian's cross toolchain, qemu-user-static and the arm64 -dev packages (multiarch);

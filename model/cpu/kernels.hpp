@@ -112,6 +112,7 @@ enum class SplitInt8Variant : int {
     kAuto,        // the best this machine runs
     kAvxVnni,     // AVX2 + AVX-VNNI: 32 code bytes a step (Alder Lake and later client cores)
     kAvx512Vnni,  // AVX-512 VNNI: 64 code bytes a step
+    kNeonDot,     // 64-bit Arm sdot: 16 code bytes a step (compiled with __ARM_FEATURE_DOTPROD)
 };
 const char* split_int8_variant_name(SplitInt8Variant variant);
 // The variants this machine runs, the best last (empty: no split-int8 here).

@@ -271,14 +271,24 @@ HWY_POP_ATTRIBUTES
 #pragma GCC diagnostic pop
 #endif
 
+#endif  // BRIGADE_INT8_X86
+
+#if BRIGADE_INT8_X86 || BRIGADE_INT8_NEON_DOT
+
 namespace {
 
 bool variant_runs_here(SplitInt8Variant v) {
     switch (v) {
+#if BRIGADE_INT8_X86
         case SplitInt8Variant::kAvxVnni:
             return int8_detail::cpu_has_avx_vnni();
         case SplitInt8Variant::kAvx512Vnni:
             return int8_detail::cpu_has_avx512_vnni();
+#endif
+#if BRIGADE_INT8_NEON_DOT
+        case SplitInt8Variant::kNeonDot:
+            return true;  // compiled only for CPUs with the dot product
+#endif
         default:
             return false;
     }
@@ -292,6 +302,8 @@ const char* split_int8_variant_name(SplitInt8Variant variant) {
             return "avx-vnni";
         case SplitInt8Variant::kAvx512Vnni:
             return "avx512-vnni";
+        case SplitInt8Variant::kNeonDot:
+            return "neon-dotprod";
         default:
             return "auto";
     }
@@ -300,7 +312,8 @@ const char* split_int8_variant_name(SplitInt8Variant variant) {
 std::vector<SplitInt8Variant> split_int8_variants_available() {
     std::vector<SplitInt8Variant> out;
     // Best last: 64 code bytes a step beat 32.
-    for (auto v : {SplitInt8Variant::kAvxVnni, SplitInt8Variant::kAvx512Vnni}) {
+    for (auto v :
+         {SplitInt8Variant::kNeonDot, SplitInt8Variant::kAvxVnni, SplitInt8Variant::kAvx512Vnni}) {
         if (variant_runs_here(v)) out.push_back(v);
     }
     return out;
@@ -327,22 +340,33 @@ bool split_int8_kernel_supports(const WeightMatrix& w) {
 void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, const float* x,
                             std::int64_t begin, std::int64_t end, std::int8_t* digits, float* unit,
                             float* sum) {
+#if BRIGADE_INT8_NEON_DOT
+    (void)variant;
+    split_int8::split_neon(w, x, begin, end, digits, unit, sum);
+#else
     if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
         return split_int8::split_avx512(w, x, begin, end, digits, unit, sum);
     }
     split_int8::split_avx2(w, x, begin, end, digits, unit, sum);
+#endif
 }
 
 void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
                           const SplitInt8Activations& xa, std::int64_t row_begin,
                           std::int64_t row_end, const WeightVector* bias, float* y) {
+#if BRIGADE_INT8_NEON_DOT
+    (void)variant;
+    split_int8::gemv_neon_dot(w, xa, row_begin, row_end, bias, y);
+#else
     if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
         return split_int8::gemv_avx512(w, xa, row_begin, row_end, bias, y);
     }
     split_int8::gemv_avx_vnni(w, xa, row_begin, row_end, bias, y);
+#endif
 }
 
-#else  // not x86: no kernel, callers check split_int8_kernel_supports first
+#else  // neither x86 nor Arm with dot products: no kernel, callers check
+       // split_int8_kernel_supports first
 
 const char* split_int8_variant_name(SplitInt8Variant) { return "auto"; }
 std::vector<SplitInt8Variant> split_int8_variants_available() { return {}; }
@@ -353,6 +377,6 @@ void split_activations_int8(SplitInt8Variant, const WeightMatrix&, const float*,
 void gemv_rows_split_int8(SplitInt8Variant, const WeightMatrix&, const SplitInt8Activations&,
                           std::int64_t, std::int64_t, const WeightVector*, float*) {}
 
-#endif  // BRIGADE_INT8_X86
+#endif  // BRIGADE_INT8_X86 || BRIGADE_INT8_NEON_DOT
 
 }  // namespace brigade::model::cpu

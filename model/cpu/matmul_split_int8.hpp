@@ -1,6 +1,7 @@
 #pragma once
 // Internals of the split-int8 decode GEMV shared by matmul_split_int8.cpp (the why, the layout,
-// selection, AVX-512 VNNI) and matmul_split_int8_avx2.cpp (AVX-VNNI, 256-bit). The public entry
+// selection, AVX-512 VNNI), matmul_split_int8_avx2.cpp (AVX-VNNI, 256-bit) and
+// matmul_split_int8_neon.cpp (Arm sdot). The public entry
 // points are in kernels.hpp.
 
 #include <cstdint>
@@ -77,6 +78,14 @@ void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int
 void split_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                 std::int8_t* digits, float* unit, float* sum);
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
+                   std::int64_t row_end, const WeightVector* bias, float* y);
+#endif
+#if BRIGADE_INT8_NEON_DOT
+// 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer gives
+// the AVX-512 one's digits (the same f32 operations), its sums in another order.
+void split_neon(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                std::int8_t* digits, float* unit, float* sum);
+void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y);
 #endif
 
