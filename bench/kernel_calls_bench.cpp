@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     for (float v : y) check += v;
     std::printf("%s %lldx%lld q4g64, %d call(s): %.3g s per call (checksum %.6g)\n",
                 split ? "split-int8" : "f32", static_cast<long long>(opt.rows),
-                static_cast<long long>(opt.cols), opt.calls,
-                opt.calls > 0 ? s / opt.calls : 0.0, check);
+                static_cast<long long>(opt.cols), opt.calls, opt.calls > 0 ? s / opt.calls : 0.0,
+                check);
     return 0;
 }
