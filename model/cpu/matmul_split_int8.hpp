@@ -81,8 +81,8 @@ void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::i
                    std::int64_t row_end, const WeightVector* bias, float* y);
 #endif
 #if BRIGADE_INT8_NEON_DOT
-// 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer gives
-// the AVX-512 one's digits (the same f32 operations), its sums in another order.
+// 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer does
+// the AVX-512 one's f32 operations, its sums in another order.
 void split_neon(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                 std::int8_t* digits, float* unit, float* sum);
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,

@@ -35,7 +35,8 @@ namespace {
 
 // The four digits of 16 activations (four vectors) into 16 bytes each at dst + k * 128; `step`
 // is the value of one d0 and `inv` its inverse. The operations and roundings are the AVX-512
-// quantizer's, so the digits are the same (NaN activations aside).
+// quantizer's, so the digits should be the same (NaN activations aside; never compared across
+// the two machines).
 inline void store_digits(const float32x4_t (&x)[4], float inv, float step, std::int8_t* dst) {
     float32x4_t r[4] = {x[0], x[1], x[2], x[3]};  // what the digits so far leave
     for (int k = 0; k < kDigits; ++k) {
