@@ -34,7 +34,11 @@
 // CPU without AVX-512)
 // Every case cycles through enough copies of its data (1.5 GB) to exceed the last-level cache.
 
+// clang-format off
+// First, so that HWY_TARGETS here is the kernels' set of targets.
+#include "model/cpu/simd_targets.hpp"
 #include <hwy/targets.h>
+// clang-format on
 
 #include <algorithm>
 #include <bit>
@@ -52,7 +56,6 @@
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
-#include "model/cpu/simd_targets.hpp"
 #include "model/cpu/thread_pool.hpp"
 #include "model/cpu/weight_decode.hpp"
 

@@ -10,18 +10,21 @@
 // The int16-activation decode path (matmul_int16.cpp) additionally rounds each x to a step of
 // max|x_g|/32767 per weight group g; its tolerance adds the exact worst case of that rounding,
 // sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes. The split-int8
-// path (matmul_split_int8.cpp, AVX-512 VNNI or AVX-VNNI, 4-bit) rounds to max|x_g|/(127 * 2^17) and
-// adds the same term for that step.
+// path (matmul_split_int8*.cpp: AVX-512 VNNI, AVX-VNNI or Arm sdot; 4-bit) rounds to
+// max|x_g|/(127 * 2^17) and adds the same term for that step.
 
 #include <gtest/gtest.h>
+// clang-format off
+// First, so that HWY_TARGETS here is the kernels' set of targets.
+#include "model/cpu/simd_targets.hpp"
 #include <hwy/targets.h>
+// clang-format on
 
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "model/cpu/cpu_backend.hpp"
-#include "model/cpu/simd_targets.hpp"
 #include "tests/unit/cpu/weight_fixtures.hpp"
 
 namespace brigade::model::cpu {

@@ -7,7 +7,11 @@
 // 2e-5 + 1e-5*|ref| with inputs in [-1, 1].
 
 #include <gtest/gtest.h>
+// clang-format off
+// First, so that HWY_TARGETS here is the kernels' set of targets.
+#include "model/cpu/simd_targets.hpp"
 #include <hwy/targets.h>
+// clang-format on
 
 #include <atomic>
 #include <chrono>
@@ -20,7 +24,6 @@
 #include <vector>
 
 #include "model/cpu/cpu_backend.hpp"
-#include "model/cpu/simd_targets.hpp"
 #include "model/cpu/weight_decode.hpp"
 #include "tests/unit/cpu/weight_fixtures.hpp"
 
