@@ -12,13 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-arm64}
 
-missing=()
-command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || missing+=(g++-aarch64-linux-gnu)
-command -v qemu-aarch64-static >/dev/null 2>&1 || missing+=(qemu-user-static)
+mapfile -t missing < <(scripts/setup.sh --arm64-missing)
 [[ -e /lib/ld-linux-aarch64.so.1 ]] || missing+=(libc6:arm64)
-for lib in libhwy.so libgtest.a libopenblas.so libsodium.so libpcre2-8.so libutf8proc.so; do
-    [[ -e /usr/lib/aarch64-linux-gnu/$lib ]] || missing+=("arm64 $lib")
-done
 if ((${#missing[@]})); then
     echo "skipped: missing ${missing[*]} (scripts/setup.sh --no-build --arm64 installs them)"
     exit 77
