@@ -26,13 +26,13 @@
 //
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
-// print both speeds. The lent VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so
-// two separate runs cannot resolve a change of a few percent; steps a few ms apart can.
-// KNOB is NAME or NAME=VALUE: split-int8 (CpuTuning::split_int8_activations, flipped),
-// prefetch-bytes=N, attention-min-keys=N (min_keys_per_split), chunks-per-thread=N
-// (max_chunks_per_thread), or none (B = A: what the harness itself makes of two equal settings;
-// on the lent Xeon B / A came out 0.999-1.019 in ten cases of 96-128 steps, so differences under
-// about 2% are not resolved).
+// print both speeds; the same after each batch of --batches. The lent VMs' speed drifts by 10-20%
+// between runs (bench/RESULTS.md), so two separate runs cannot resolve a change of a few percent;
+// steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
+// (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped), prefetch-bytes=N,
+// attention-min-keys=N (min_keys_per_split), chunks-per-thread=N (max_chunks_per_thread), or none
+// (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
+// 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
 //
 // --batched-min-tokens N: CpuTuning::batched_min_tokens, from how many tokens a decode batch
 // puts the tokens along the vector (5: always; 1000: never), to compare the two batched
@@ -265,6 +265,10 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
         tuning.split_int8_activations = !tuning.split_int8_activations;
         return tuning;
     }
+    if (name == "amx" && value.empty()) {
+        tuning.amx = !tuning.amx;
+        return tuning;
+    }
     if (!has_number) return std::nullopt;
     if (name == "prefetch-bytes") {
         tuning.prefetch_bytes = number;
@@ -469,6 +473,28 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
             profiler.print((case_name + ", decode, " + std::to_string(b) + " sequences").c_str(),
                            secs, n_decode);
         }
+        if (!ab.empty() && cpu_tunable != nullptr) {
+            // As for one sequence: after 8 untimed steps, A B B A.
+            const cpu::CpuTuning a = cpu_tunable->tuning();
+            const cpu::CpuTuning knob = knob_applied(a, ab).value_or(a);
+            double ab_seconds[2] = {0.0, 0.0};
+            for (int step = 0; step < 8 + 2 * n_decode; ++step) {
+                const int v = (step % 4 == 1 || step % 4 == 2) ? 1 : 0;
+                cpu_tunable->set_tuning(v == 0 ? a : knob);
+                std::vector<SequenceBatchEntry> batch;
+                for (int i = 0; i < b; ++i) {
+                    batch.push_back(entry(10 + static_cast<std::uint64_t>(i),
+                                          {static_cast<std::int32_t>((step + i) % 100)},
+                                          short_prompt + n_decode + step));
+                }
+                t0 = Clock::now();
+                if (!s.run_layers(batch, {}, out)) return false;
+                if (step >= 8) ab_seconds[v] += seconds_since(t0);
+            }
+            cpu_tunable->set_tuning(a);
+            r.tgb_ab_a_tps.push_back(b * n_decode / ab_seconds[0]);
+            r.tgb_ab_b_tps.push_back(b * n_decode / ab_seconds[1]);
+        }
         for (int i = 0; i < b; ++i) s.kv_cache().release(10 + static_cast<std::uint64_t>(i));
         r.batches.push_back(b);
         r.tgb_tps.push_back(b / secs);
@@ -571,9 +597,10 @@ int main(int argc, char** argv) {
         else if (a == "--ab") {
             ab = next();
             if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
-                std::fprintf(stderr,
-                             "--ab: split-int8, none, prefetch-bytes=N, attention-min-keys=N or "
-                             "chunks-per-thread=N\n");
+                std::fprintf(
+                    stderr,
+                    "--ab: split-int8, amx, none, prefetch-bytes=N, attention-min-keys=N or "
+                    "chunks-per-thread=N\n");
                 return 2;
             }
         } else {

@@ -78,6 +78,11 @@ void print_tables(const std::vector<EngineResult>& results, double bw) {
             std::printf("| %s | %s | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),
                         r.format.c_str(), r.ab.c_str(), r.ab_a_tps, r.ab_b_tps,
                         r.ab_b_tps / r.ab_a_tps);
+            for (std::size_t i = 0; i < r.tgb_ab_a_tps.size(); ++i) {
+                std::printf("| %s | %s x%d | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),
+                            r.format.c_str(), r.batches[i], r.ab.c_str(), r.tgb_ab_a_tps[i],
+                            r.tgb_ab_b_tps[i], r.tgb_ab_b_tps[i] / r.tgb_ab_a_tps[i]);
+            }
         }
     }
     std::printf(
@@ -130,6 +135,11 @@ void write_json(const std::string& path, const std::vector<EngineResult>& result
         }
         if (!r.ab.empty()) {
             c["ab"] = {{"knob", r.ab}, {"a_tok_s", r.ab_a_tps}, {"b_tok_s", r.ab_b_tps}};
+            for (std::size_t i = 0; i < r.tgb_ab_a_tps.size(); ++i) {
+                c["ab"]["batched"].push_back({{"sequences", r.batches[i]},
+                                              {"a_tok_s", r.tgb_ab_a_tps[i]},
+                                              {"b_tok_s", r.tgb_ab_b_tps[i]}});
+            }
         }
         for (std::size_t i = 0; i < r.contexts.size(); ++i) {
             c["long_context"].push_back({{"context", r.contexts[i]},

@@ -29,6 +29,8 @@ struct EngineResult {
     // (B), from alternated steps.
     std::string ab;
     double ab_a_tps = 0, ab_b_tps = 0;
+    // --ab: the same for each batch of `batches` (aggregate tok/s).
+    std::vector<double> tgb_ab_a_tps, tgb_ab_b_tps;
 };
 
 // Fills in every bandwidth bound of a case from the read bandwidth (bytes/s). Bounds are set

@@ -340,6 +340,11 @@ int main(int argc, char** argv) {
     CpuBackend grouped_backend(BackendOptions{opt.threads}, grouped);
     CpuBackend fused_backend(BackendOptions{opt.threads}, fused);
     CpuBackend int16_backend(BackendOptions{opt.threads}, int16);
+    // Serving without AMX tiles (where the CPU has them, serving decodes 2-31 tokens through
+    // them), labelled " [no amx]".
+    CpuTuning no_amx = serving;
+    no_amx.amx = false;
+    CpuBackend no_amx_backend(BackendOptions{opt.threads}, no_amx);
     // The opt-in int8-activation path, once per instruction set this CPU runs (not scalar),
     // best last; labelled " [int8 <variant>]".
     std::vector<std::pair<std::unique_ptr<CpuBackend>, std::string>> int8_backends;
@@ -620,6 +625,9 @@ int main(int argc, char** argv) {
                         100.0 * gflops / fma_peak);
                 };
                 one(backend, "");
+                if (n >= 2 && f.bits != 0 && brigade::model::cpu::amx_available()) {
+                    one(no_amx_backend, " [no amx]");
+                }
                 if (n >= 8) {
                     one(dot_tiles_backend, " [dot tiles]");
                     one(token_vectors_backend, " [token vectors]");

@@ -195,6 +195,28 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                         tuning_.prefetch_bytes};
         return in;
     }
+    if (tuning_.split_int8_activations && tuning_.amx &&
+        n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens) && amx_kernel_supports(w)) {
+        const auto staging = static_cast<std::size_t>(amx_staging_bytes(w, n));
+        if (s.digits.size() < staging) s.digits.resize(staging);
+        if (s.digit_unit.size() < n_groups) {
+            s.digit_unit.resize(n_groups);
+            s.digit_sum.resize(n_groups);
+        }
+        const auto tiles = static_cast<std::size_t>(amx_tile_bytes(w, n));
+        if (s.amx_tiles.size() < tiles) s.amx_tiles.resize(tiles);
+        const auto per_block =
+            static_cast<std::size_t>(amx_token_blocks(n) * (w.cols / w.group_size) * 16);
+        if (s.amx_unit.size() < per_block) {
+            s.amx_unit.resize(per_block);
+            s.amx_sum.resize(per_block);
+        }
+        reserve_scratch(static_cast<std::size_t>(amx_row_scratch_floats(w)));
+        in.kernel = DecodeInput::Kernel::kAmx;
+        in.amx = AmxActivations{s.amx_tiles.data(), s.amx_unit.data(), s.amx_sum.data(),
+                                tuning_.prefetch_bytes};
+        return in;
+    }
     // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles
     // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens.
     if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= 4) {
@@ -271,6 +293,20 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         }
         return in;
     }
+    if (in.kernel == DecodeInput::Kernel::kAmx) {
+        // Per weight group, all tokens: each group's B tiles hold the 16 tokens of a block.
+        const AmxBuffers buffers{s.digits.data(),    s.digit_unit.data(), s.digit_sum.data(),
+                                 s.amx_tiles.data(), s.amx_unit.data(),   s.amx_sum.data()};
+        const std::int64_t n_groups = w.cols / w.group_size;
+        if (n * w.cols < 8192) {
+            prepare_amx_activations(w, x, n, 0, n_groups, buffers);
+        } else {
+            parallel_ranges(n_groups, 2, [&](std::int64_t begin, std::int64_t end, int) {
+                prepare_amx_activations(w, x, n, begin, end, buffers);
+            });
+        }
+        return in;
+    }
     if (!prepared_by_groups(in)) return in;
     // Below `serial_below` activations one thread beats waking the pool; every group comes out
     // the same either way.
@@ -320,6 +356,10 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
         case DecodeInput::Kernel::kInt8:
             gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,
                            row_end, bias, y, w.rows);
+            return;
+        case DecodeInput::Kernel::kAmx:
+            gemv_rows_amx(w, in.amx, n, row_begin, row_end, bias, y, w.rows,
+                          scratch_[static_cast<std::size_t>(thread)].data());
             return;
         case DecodeInput::Kernel::kBatched:
             gemv_rows_batched(w, in.xt, n, row_begin, row_end, bias, y, w.rows,

@@ -43,6 +43,10 @@ struct CpuTuning {
     // Which instruction set the split-int8 path uses (tests and benches force each; kAuto =
     // best).
     SplitInt8Variant split_int8_variant = SplitInt8Variant::kAuto;
+    // With split_int8_activations, 4- and 8-bit weights at decode of amx_min_tokens or more
+    // tokens go through AMX tiles where the CPU has AMX-INT8 (matmul_amx.cpp; the same digits).
+    bool amx = true;
+    std::int64_t amx_min_tokens = 8;
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
@@ -141,13 +145,14 @@ private:
     // The activations of one decode matmul as its kernel takes them, prepared once per call
     // (and shared by the matrices of a fused op that take the same preparation).
     struct DecodeInput {
-        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kSplitInt8, kBatched };
+        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kSplitInt8, kBatched, kAmx };
         Kernel kernel = Kernel::kPlain;
         int bits = 0, group_size = 0;  // what the preparation depended on
         Int16Activations int16;
         GroupedActivations grouped;
         Int8Activations int8;
         SplitInt8Activations split;
+        AmxActivations amx;
         const float* xt = nullptr;  // kBatched: x transposed (transpose_tokens)
     };
     // Buffers of one prepared input.
@@ -161,6 +166,8 @@ private:
         std::vector<float> xt;                     // batched decode: x transposed
         std::vector<std::int8_t> digits;           // split-int8 activations
         std::vector<float> digit_unit, digit_sum;  // [n, n_groups] their units and group sums
+        std::vector<std::int8_t> amx_tiles;        // AMX: the digits as B tiles
+        std::vector<float> amx_unit, amx_sum;      // [token blocks, n_groups, 16]
     };
     // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
     // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then

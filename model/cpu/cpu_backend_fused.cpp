@@ -23,9 +23,8 @@ namespace {
 // the rest one at a time, with different rounding, so aligned chunks give every row the same
 // path however the rows are split.
 constexpr std::int64_t kRowQuantum = 4;
-// Chunks keep at least this many rows (one row tile); CpuTuning::max_chunks_per_thread says
-// how many a thread gets at most.
-constexpr std::int64_t kMinChunkRows = kRowQuantum;
+// The AMX kernel takes 16 rows a tile: chunks of other sizes would leave rows of tiles idle.
+constexpr std::int64_t kAmxRowQuantum = 16;
 
 // Bytes a decode kernel streams per row of w (weights, scales and biases).
 double row_cost(const WeightMatrix& w) {
@@ -84,23 +83,25 @@ void CpuBackend::run_decode_jobs(std::span<const DecodeJob> jobs, const float* x
     std::array<double, kMaxDecodeJobs + 1> start{};
     std::array<double, kMaxDecodeJobs> cost{};
     std::int64_t total_rows = 0;
+    std::int64_t quantum = kRowQuantum;
     for (std::int64_t j = 0; j < n_jobs; ++j) {
         const DecodeJob& job = jobs[static_cast<std::size_t>(j)];
+        if (job.in->kernel == DecodeInput::Kernel::kAmx) quantum = kAmxRowQuantum;
         cost[j] = row_cost(*job.w) + (job.paired != nullptr ? row_cost(*job.paired) : 0.0);
         start[j + 1] = start[j] + cost[j] * static_cast<double>(job.w->rows);
         total_rows += job.w->rows;
     }
     // Up to max_chunks_per_thread chunks per thread (claimed dynamically, so a late thread
-    // does not hold up the rest) while chunks keep kMinChunkRows rows; never fewer chunks than
+    // does not hold up the rest) while chunks keep `quantum` rows; never fewer chunks than
     // threads while there are rows enough for one each.
     const std::int64_t n_threads = pool_.size();
     std::int64_t per_thread = std::max<std::int64_t>(1, tuning_.max_chunks_per_thread);
-    while (per_thread > 1 && total_rows < per_thread * n_threads * kMinChunkRows) per_thread /= 2;
+    while (per_thread > 1 && total_rows < per_thread * n_threads * quantum) per_thread /= 2;
     const std::int64_t n_chunks = std::max<std::int64_t>(
-        1, std::min((total_rows + kRowQuantum - 1) / kRowQuantum, per_thread * n_threads));
+        1, std::min((total_rows + quantum - 1) / quantum, per_thread * n_threads));
 
     // Boundary c is (job, row): the row nearest to fraction c / n_chunks of the bytes, on a
-    // multiple of kRowQuantum, or (next job, 0) at a job's end. Boundary n_chunks = (n_jobs, 0).
+    // multiple of `quantum`, or (next job, 0) at a job's end. Boundary n_chunks = (n_jobs, 0).
     chunk_job_.resize(static_cast<std::size_t>(n_chunks + 1));
     chunk_row_.resize(static_cast<std::size_t>(n_chunks + 1));
     for (std::int64_t c = 0; c <= n_chunks; ++c) {
@@ -109,8 +110,8 @@ void CpuBackend::run_decode_jobs(std::span<const DecodeJob> jobs, const float* x
         std::int64_t j = 0;
         while (j + 1 < n_jobs && start[j + 1] <= target) ++j;
         const std::int64_t rows = jobs[static_cast<std::size_t>(j)].w->rows;
-        const double quanta = (target - start[j]) / (cost[j] * kRowQuantum);
-        std::int64_t row = std::clamp<std::int64_t>(std::llround(quanta) * kRowQuantum, 0, rows);
+        const double quanta = (target - start[j]) / (cost[j] * static_cast<double>(quantum));
+        std::int64_t row = std::clamp<std::int64_t>(std::llround(quanta) * quantum, 0, rows);
         if (c == n_chunks || (row == rows)) {
             ++j;
             row = 0;

@@ -138,6 +138,44 @@ void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
                           const SplitInt8Activations& xa, std::int64_t row_begin,
                           std::int64_t row_end, const WeightVector* bias, float* y);
 
+// Decode of 2-31 tokens on 4- and 8-bit weights through AMX tiles (matmul_amx.cpp; x86 with
+// AMX-INT8, AVX-512 and Linux's permission), the activations split into split-int8's digits.
+// `prepare_amx_activations` fills, for weight groups [group_begin, group_end) of all n tokens,
+// the B tiles (`tiles`, amx_tile_bytes) and per token block, group and token the unit and f32
+// sum ([amx_token_blocks(n)][n_groups][16] each, 0 past n), through the split-int8 layout in
+// `staging` (amx_staging_bytes; staging_unit and staging_sum [n, n_groups]).
+struct AmxBuffers {
+    std::int8_t* staging = nullptr;
+    float* staging_unit = nullptr;
+    float* staging_sum = nullptr;
+    std::int8_t* tiles = nullptr;
+    float* unit = nullptr;
+    float* sum = nullptr;
+};
+struct AmxActivations {
+    const std::int8_t* tiles = nullptr;
+    const float* unit = nullptr;
+    const float* sum = nullptr;
+    std::int64_t prefetch_bytes = 0;  // software prefetch distance in the codes; 0 = none
+};
+// Whether this process may use AMX-INT8 tiles (asks Linux for them once).
+bool amx_available();
+// amx_available() and w is MLX affine 4 or 8 bits, groups of 32, 64 or 128, F32/F16/BF16 scales.
+bool amx_kernel_supports(const WeightMatrix& w);
+std::int64_t amx_token_blocks(std::int64_t n);
+std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n);
+std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n);
+// Floats of `row_scratch` gemv_rows_amx needs per thread.
+std::int64_t amx_row_scratch_floats(const WeightMatrix& w);
+void prepare_amx_activations(const WeightMatrix& w, const float* x, std::int64_t n,
+                             std::int64_t group_begin, std::int64_t group_end,
+                             const AmxBuffers& buffers);
+// As gemv_rows for a w that amx_kernel_supports, 1 to 31 tokens. Each row's sums do not depend
+// on the other rows of its tile, so any split of the rows gives the same bits.
+void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t n,
+                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
+                   std::int64_t ldy, float* row_scratch);
+
 // Activations of a 4- or 8-bit quantized-weight GEMV as int8 with integer dot products
 // (matmul_int8*.cpp; opt-in, CpuTuning::int8_activations). Each weight group g of a token's x
 // is rounded to xq in [-127, 127] with step_g = max|x_g| / 127, and a row is

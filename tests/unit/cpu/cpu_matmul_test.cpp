@@ -299,6 +299,89 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     }
 }
 
+// AMX tiles (matmul_amx.cpp) for 2-31 tokens: every format, 4- and 8-bit ones taking the
+// kernel (groups of 32, 64 and 128, partial last groups of rows, 1-3 threads; 17 and 31 tokens
+// are two token blocks).
+TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
+    if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    for (int threads : {1, 2, 3}) {
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        run_matmul_cases(cpu, "amx threads=" + std::to_string(threads), {2, 3, 5, 16, 17, 31},
+                         Rounding::kSplitInt8);
+    }
+}
+
+// Rows of wide 4- and 8-bit matrices (more than one 16-row tile per thread, a partial last
+// tile) give the same bits on 1, 3 and 7 threads, and each token of a batch is within f32
+// rounding of what the one-token split-int8 kernel gives it alone.
+TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
+    if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    for (int bits : {4, 8}) {
+        for (int group : {32, 64, 128}) {
+            auto w =
+                test::make_quant_weight(bits, group, DType::kF16, 83, 1152, 40 + bits + group, 0);
+            const std::int64_t n = 19;
+            const auto x = test::random_floats(static_cast<std::size_t>(n * 1152), 9);
+            std::vector<std::vector<float>> ys;
+            for (int threads : {1, 3, 7}) {
+                CpuBackend cpu(BackendOptions{threads}, tuning);
+                ys.emplace_back(static_cast<std::size_t>(n * 83), NAN);
+                cpu.matmul(w.view, x.data(), n, ys.back().data());
+            }
+            const std::string what = "q" + std::to_string(bits) + " g" + std::to_string(group);
+            EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)), 0)
+                << what;
+            EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)), 0)
+                << what;
+            CpuBackend cpu(BackendOptions{2}, tuning);
+            for (std::int64_t t : {0, 7, 18}) {
+                std::vector<float> alone(83);
+                cpu.matmul(w.view, x.data() + t * 1152, 1, alone.data());
+                for (std::int64_t r = 0; r < 83; ++r) {
+                    // Alone, 4-bit rows take the same digits (split-int8): the sums differ by
+                    // f32 rounding only. 8-bit rows take f32 activations: plus the digits'.
+                    double magnitude = 0.0;
+                    for (std::int64_t c = 0; c < 1152; ++c) {
+                        magnitude +=
+                            std::abs(static_cast<double>(x[t * 1152 + c]) * w.dense[r * 1152 + c]);
+                    }
+                    const double tol =
+                        2e-7 * magnitude +
+                        (bits == 8 ? rounding_bound(w, x, t, r, Rounding::kSplitInt8) : 0.0);
+                    EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
+                        << what << " t=" << t << " r=" << r;
+                }
+            }
+        }
+    }
+}
+
+// A token whose activations are all zero gets exactly the bias; one with a huge lane in a group
+// leaves the others within tolerance.
+TEST(CpuMatmul, AmxHandlesZeroAndExtremeTokens) {
+    if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
+    auto ref = reference();
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    CpuBackend cpu(BackendOptions{2}, tuning);
+    auto w = test::make_quant_weight(4, 64, DType::kBF16, 21, 256, 5, 1);
+    std::vector<float> x(3 * 256, 0.0f);                                          // token 0: zero
+    for (int c = 0; c < 256; ++c) x[256 + c] = c % 64 == 9 ? -1e30f : 1e-30f;     // token 1
+    for (int c = 0; c < 256; ++c) x[512 + c] = static_cast<float>(c % 7) - 3.0f;  // token 2
+    std::vector<float> y(3 * 21), expect(y.size());
+    cpu.matmul(w.view, x.data(), 3, y.data());
+    ref->matmul(w.view, x.data(), 3, expect.data());
+    for (int r = 0; r < 21; ++r) EXPECT_EQ(y[r], 0.0f) << r;
+    for (int r = 21; r < 63; ++r) {
+        EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]) + 1e-6) << r;
+        EXPECT_NE(expect[r], 0.0f) << r;
+    }
+}
+
 TEST(CpuMatmul, BackendOptionsCanTurnInt16ActivationsOff) {
     auto ref = reference();
     BackendOptions options;
