@@ -26,9 +26,9 @@
 //
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
-// print both speeds; the same after each batch of --batches. The lent VMs' speed drifts by 10-20%
-// between runs (bench/RESULTS.md), so two separate runs cannot resolve a change of a few percent;
-// steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
+// print both speeds; the same after each batch of --batches, and for each of --prompts. The lent
+// VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so two separate runs cannot resolve
+// a change of a few percent; steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped), prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), chunks-per-thread=N (max_chunks_per_thread), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
@@ -366,6 +366,26 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
         const double flops = shape.layers * layer_prompt_flops(shape, n);
         r.pp_bound_tps.push_back(rate > 0 ? n / (flops / (rate * 1e9)) : 0.0);
     }
+    auto* cpu_tunable = dynamic_cast<cpu::CpuBackend*>(backend->get());
+    if (!ab.empty() && cpu_tunable != nullptr) {
+        // --ab on prompts: each prompt A B B A, tok/s from the sums.
+        const cpu::CpuTuning a = cpu_tunable->tuning();
+        const cpu::CpuTuning knob = knob_applied(a, ab).value_or(a);
+        for (int n : prompts) {
+            double ab_seconds[2] = {0.0, 0.0};
+            for (int i = 0; i < 4; ++i) {
+                const int v = (i == 1 || i == 2) ? 1 : 0;
+                cpu_tunable->set_tuning(v == 0 ? a : knob);
+                t0 = Clock::now();
+                if (!s.run_layers({entry(1, prompt_of(n, 0), 0)})) return false;
+                ab_seconds[v] += seconds_since(t0);
+                s.kv_cache().release(1);
+            }
+            cpu_tunable->set_tuning(a);
+            r.pp_ab_a_tps.push_back(2.0 * n / ab_seconds[0]);
+            r.pp_ab_b_tps.push_back(2.0 * n / ab_seconds[1]);
+        }
+    }
 
     // One sequence after a 512-token prompt.
     const int prompt = 512;
@@ -392,7 +412,6 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     r.tg1_context = prompt + n_decode / 2;
     s.kv_cache().release(1);
 
-    auto* cpu_tunable = dynamic_cast<cpu::CpuBackend*>(backend->get());
     if (!ab.empty() && cpu_tunable != nullptr) {
         const cpu::CpuTuning a = cpu_tunable->tuning();
         const cpu::CpuTuning b = knob_applied(a, ab).value_or(a);  // main() checked the knob

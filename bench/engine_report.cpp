@@ -83,6 +83,11 @@ void print_tables(const std::vector<EngineResult>& results, double bw) {
                             r.format.c_str(), r.batches[i], r.ab.c_str(), r.tgb_ab_a_tps[i],
                             r.tgb_ab_b_tps[i], r.tgb_ab_b_tps[i] / r.tgb_ab_a_tps[i]);
             }
+            for (std::size_t i = 0; i < r.pp_ab_a_tps.size(); ++i) {
+                std::printf("| %s | %s prompt %d | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),
+                            r.format.c_str(), r.prompts[i], r.ab.c_str(), r.pp_ab_a_tps[i],
+                            r.pp_ab_b_tps[i], r.pp_ab_b_tps[i] / r.pp_ab_a_tps[i]);
+            }
         }
     }
     std::printf(
@@ -135,6 +140,11 @@ void write_json(const std::string& path, const std::vector<EngineResult>& result
         }
         if (!r.ab.empty()) {
             c["ab"] = {{"knob", r.ab}, {"a_tok_s", r.ab_a_tps}, {"b_tok_s", r.ab_b_tps}};
+            for (std::size_t i = 0; i < r.pp_ab_a_tps.size(); ++i) {
+                c["ab"]["prompt"].push_back({{"tokens", r.prompts[i]},
+                                             {"a_tok_s", r.pp_ab_a_tps[i]},
+                                             {"b_tok_s", r.pp_ab_b_tps[i]}});
+            }
             for (std::size_t i = 0; i < r.tgb_ab_a_tps.size(); ++i) {
                 c["ab"]["batched"].push_back({{"sequences", r.batches[i]},
                                               {"a_tok_s", r.tgb_ab_a_tps[i]},

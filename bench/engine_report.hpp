@@ -31,6 +31,8 @@ struct EngineResult {
     double ab_a_tps = 0, ab_b_tps = 0;
     // --ab: the same for each batch of `batches` (aggregate tok/s).
     std::vector<double> tgb_ab_a_tps, tgb_ab_b_tps;
+    // --ab: the same for each prompt of `prompts` (prompt tok/s).
+    std::vector<double> pp_ab_a_tps, pp_ab_b_tps;
 };
 
 // Fills in every bandwidth bound of a case from the read bandwidth (bytes/s). Bounds are set

@@ -123,10 +123,24 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, f
                         const WeightVector* bias) {
     if (n <= 0 || w.rows <= 0) return;
     if (n >= tuning_.gemm_min_tokens) {
+        if (amx_prefill(w)) {
+            // AMX tiles beat dequantizing + sgemm; in chunks of tokens whose B tiles (64 bytes
+            // per column and 16 tokens) stay in L2 while every row tile reads them.
+            for (std::int64_t t0 = 0; t0 < n; t0 += kAmxPrefillTokens) {
+                const std::int64_t count = std::min(kAmxPrefillTokens, n - t0);
+                matmul_decode(w, x + t0 * w.cols, count, y + t0 * w.rows, bias);
+            }
+            return;
+        }
         matmul_prefill(w, x, n, y, bias);
     } else {
         matmul_decode(w, x, n, y, bias);
     }
+}
+
+bool CpuBackend::amx_prefill(const WeightMatrix& w) const {
+    return tuning_.split_int8_activations && tuning_.amx && tuning_.amx_prefill &&
+           amx_kernel_supports(w);
 }
 
 void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,

@@ -47,6 +47,9 @@ struct CpuTuning {
     // tokens go through AMX tiles where the CPU has AMX-INT8 (matmul_amx.cpp; the same digits).
     bool amx = true;
     std::int64_t amx_min_tokens = 8;
+    // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
+    // kAmxPrefillTokens at a time, instead of dequantized panels and sgemm.
+    bool amx_prefill = true;
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
@@ -215,6 +218,9 @@ private:
     // skipped); returns for each matrix the input it takes.
     void prepare_decode_inputs(std::span<const WeightMatrix* const> matrices, const float* x,
                                std::int64_t n, std::span<const DecodeInput*> out);
+    // Tokens per AMX prompt chunk (two 16-token tiles).
+    static constexpr std::int64_t kAmxPrefillTokens = 32;
+    bool amx_prefill(const WeightMatrix& w) const;
     void matmul_prefill(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias);
     // Makes every thread's scratch hold at least `floats` floats (grows only, on this thread).

@@ -299,17 +299,19 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     }
 }
 
-// AMX tiles (matmul_amx.cpp) for 2-31 tokens: every format, 4- and 8-bit ones taking the
-// kernel (groups of 32, 64 and 128, partial last groups of rows, 1-3 threads; 17 and 31 tokens
-// are two token blocks).
+// AMX tiles (matmul_amx.cpp) for 8-31 tokens and prompts: every format, 4- and 8-bit ones
+// taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads; 17 and
+// 31 tokens are two token blocks, 33 and 70 prompts of 2 and 3 chunks, the last one partial).
+// amx_min_tokens = 2 sends the small batches through the tiles too.
 TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.amx_min_tokens = 2;
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
-        run_matmul_cases(cpu, "amx threads=" + std::to_string(threads), {2, 3, 5, 16, 17, 31},
-                         Rounding::kSplitInt8);
+        run_matmul_cases(cpu, "amx threads=" + std::to_string(threads),
+                         {2, 3, 5, 16, 17, 31, 33, 70}, Rounding::kSplitInt8);
     }
 }
 
@@ -367,6 +369,7 @@ TEST(CpuMatmul, AmxHandlesZeroAndExtremeTokens) {
     auto ref = reference();
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.amx_min_tokens = 2;
     CpuBackend cpu(BackendOptions{2}, tuning);
     auto w = test::make_quant_weight(4, 64, DType::kBF16, 21, 256, 5, 1);
     std::vector<float> x(3 * 256, 0.0f);                                          // token 0: zero
