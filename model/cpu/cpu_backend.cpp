@@ -139,8 +139,9 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, std::int64_t n, f
 }
 
 bool CpuBackend::amx_prefill(const WeightMatrix& w) const {
-    return tuning_.split_int8_activations && tuning_.amx && tuning_.amx_prefill &&
-           amx_kernel_supports(w);
+    if (!tuning_.amx || !tuning_.amx_prefill) return false;
+    return (tuning_.split_int8_activations && amx_kernel_supports(w)) ||
+           amx_bf16_kernel_supports(w);
 }
 
 void CpuBackend::matmul_decode(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
@@ -209,8 +210,15 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                         tuning_.prefetch_bytes};
         return in;
     }
-    if (tuning_.split_int8_activations && tuning_.amx &&
-        n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens) && amx_kernel_supports(w)) {
+    const bool amx_batch = tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens);
+    if (amx_batch && amx_bf16_kernel_supports(w)) {
+        const auto halves = static_cast<std::size_t>(amx_bf16_tile_bytes(w, n) / 2);
+        if (s.amx_bf16_tiles.size() < halves) s.amx_bf16_tiles.resize(halves);
+        in.kernel = DecodeInput::Kernel::kAmxBf16;
+        in.amx_bf16 = s.amx_bf16_tiles.data();
+        return in;
+    }
+    if (amx_batch && tuning_.split_int8_activations && amx_kernel_supports(w)) {
         const auto staging = static_cast<std::size_t>(amx_staging_bytes(w, n));
         if (s.digits.size() < staging) s.digits.resize(staging);
         if (s.digit_unit.size() < n_groups) {
@@ -307,6 +315,19 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         }
         return in;
     }
+    if (in.kernel == DecodeInput::Kernel::kAmxBf16) {
+        // Per 32-column step, all tokens.
+        std::uint16_t* tiles = s.amx_bf16_tiles.data();
+        const std::int64_t steps = w.cols / 32;
+        if (n * w.cols < 8192) {
+            prepare_amx_bf16_activations(w, x, n, 0, steps, tiles);
+        } else {
+            parallel_ranges(steps, 4, [&](std::int64_t begin, std::int64_t end, int) {
+                prepare_amx_bf16_activations(w, x, n, begin, end, tiles);
+            });
+        }
+        return in;
+    }
     if (in.kernel == DecodeInput::Kernel::kAmx) {
         // Per weight group, all tokens: each group's B tiles hold the 16 tokens of a block.
         const AmxBuffers buffers{s.digits.data(),    s.digit_unit.data(), s.digit_sum.data(),
@@ -370,6 +391,10 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
         case DecodeInput::Kernel::kInt8:
             gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,
                            row_end, bias, y, w.rows);
+            return;
+        case DecodeInput::Kernel::kAmxBf16:
+            gemv_rows_amx_bf16(w, in.amx_bf16, n, row_begin, row_end, bias, y, w.rows,
+                               tuning_.prefetch_bytes);
             return;
         case DecodeInput::Kernel::kAmx:
             gemv_rows_amx(w, in.amx, n, row_begin, row_end, bias, y, w.rows,

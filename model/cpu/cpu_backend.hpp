@@ -43,8 +43,9 @@ struct CpuTuning {
     // Which instruction set the split-int8 path uses (tests and benches force each; kAuto =
     // best).
     SplitInt8Variant split_int8_variant = SplitInt8Variant::kAuto;
-    // With split_int8_activations, 4- and 8-bit weights at decode of amx_min_tokens or more
-    // tokens go through AMX tiles where the CPU has AMX-INT8 (matmul_amx.cpp; the same digits).
+    // Decode of amx_min_tokens or more tokens goes through AMX tiles where the CPU has them:
+    // with split_int8_activations, 4- and 8-bit weights (AMX-INT8, matmul_amx.cpp; the same
+    // digits); BF16 weights (AMX-BF16, matmul_amx_bf16.cpp; three bf16 terms per activation).
     bool amx = true;
     std::int64_t amx_min_tokens = 8;
     // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
@@ -148,7 +149,7 @@ private:
     // The activations of one decode matmul as its kernel takes them, prepared once per call
     // (and shared by the matrices of a fused op that take the same preparation).
     struct DecodeInput {
-        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kSplitInt8, kBatched, kAmx };
+        enum class Kernel { kPlain, kInt16, kGrouped, kInt8, kSplitInt8, kBatched, kAmx, kAmxBf16 };
         Kernel kernel = Kernel::kPlain;
         int bits = 0, group_size = 0;  // what the preparation depended on
         Int16Activations int16;
@@ -156,21 +157,23 @@ private:
         Int8Activations int8;
         SplitInt8Activations split;
         AmxActivations amx;
-        const float* xt = nullptr;  // kBatched: x transposed (transpose_tokens)
+        const std::uint16_t* amx_bf16 = nullptr;  // kAmxBf16: the activations' bf16 terms
+        const float* xt = nullptr;                // kBatched: x transposed (transpose_tokens)
     };
     // Buffers of one prepared input.
     struct DecodeScratch {
-        std::vector<std::int16_t> xq;              // int16 activations
-        std::vector<float> xq_step, xq_sum;        // [n, n_groups] their steps and group sums
-        std::vector<float> xg, xg_sum;             // grouped-kernel activations and group sums
-        std::vector<std::int8_t> x8;               // int8 activations (opt-in)
-        std::vector<float> x8_step, x8_sum;        // [n, n_groups] their steps and f32 group sums
-        std::vector<std::int32_t> x8_qsum;         // [n, n_groups] Σ xq per group
-        std::vector<float> xt;                     // batched decode: x transposed
-        std::vector<std::int8_t> digits;           // split-int8 activations
-        std::vector<float> digit_unit, digit_sum;  // [n, n_groups] their units and group sums
-        std::vector<std::int8_t> amx_tiles;        // AMX: the digits as B tiles
-        std::vector<float> amx_unit, amx_sum;      // [token blocks, n_groups, 16]
+        std::vector<std::int16_t> xq;               // int16 activations
+        std::vector<float> xq_step, xq_sum;         // [n, n_groups] their steps and group sums
+        std::vector<float> xg, xg_sum;              // grouped-kernel activations and group sums
+        std::vector<std::int8_t> x8;                // int8 activations (opt-in)
+        std::vector<float> x8_step, x8_sum;         // [n, n_groups] their steps and f32 group sums
+        std::vector<std::int32_t> x8_qsum;          // [n, n_groups] Σ xq per group
+        std::vector<float> xt;                      // batched decode: x transposed
+        std::vector<std::int8_t> digits;            // split-int8 activations
+        std::vector<float> digit_unit, digit_sum;   // [n, n_groups] their units and group sums
+        std::vector<std::int8_t> amx_tiles;         // AMX: the digits as B tiles
+        std::vector<float> amx_unit, amx_sum;       // [token blocks, n_groups, 16]
+        std::vector<std::uint16_t> amx_bf16_tiles;  // AMX-BF16: the activations' terms
     };
     // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
     // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then

@@ -86,7 +86,10 @@ void CpuBackend::run_decode_jobs(std::span<const DecodeJob> jobs, const float* x
     std::int64_t quantum = kRowQuantum;
     for (std::int64_t j = 0; j < n_jobs; ++j) {
         const DecodeJob& job = jobs[static_cast<std::size_t>(j)];
-        if (job.in->kernel == DecodeInput::Kernel::kAmx) quantum = kAmxRowQuantum;
+        if (job.in->kernel == DecodeInput::Kernel::kAmx ||
+            job.in->kernel == DecodeInput::Kernel::kAmxBf16) {
+            quantum = kAmxRowQuantum;
+        }
         cost[j] = row_cost(*job.w) + (job.paired != nullptr ? row_cost(*job.paired) : 0.0);
         start[j + 1] = start[j] + cost[j] * static_cast<double>(job.w->rows);
         total_rows += job.w->rows;

@@ -176,6 +176,21 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
                    std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
                    std::int64_t ldy, float* row_scratch);
 
+// The same for BF16 weights through AMX-BF16 tiles (matmul_amx_bf16.cpp): each activation as
+// three bf16 terms (their sum within 2^-27 of it). `tiles` (amx_bf16_tile_bytes) holds them per
+// token block and 32-column step; prepare_amx_bf16_activations fills steps [step_begin,
+// step_end) of all n tokens.
+bool amx_bf16_available();
+// amx_bf16_available() and w is BF16 with a multiple of 32 columns.
+bool amx_bf16_kernel_supports(const WeightMatrix& w);
+std::int64_t amx_bf16_tile_bytes(const WeightMatrix& w, std::int64_t n);
+void prepare_amx_bf16_activations(const WeightMatrix& w, const float* x, std::int64_t n,
+                                  std::int64_t step_begin, std::int64_t step_end,
+                                  std::uint16_t* tiles);
+void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::int64_t n,
+                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                        float* y, std::int64_t ldy, std::int64_t prefetch_bytes);
+
 // Activations of a 4- or 8-bit quantized-weight GEMV as int8 with integer dot products
 // (matmul_int8*.cpp; opt-in, CpuTuning::int8_activations). Each weight group g of a token's x
 // is rounded to xq in [-127, 127] with step_g = max|x_g| / 127, and a row is

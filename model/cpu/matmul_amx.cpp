@@ -87,6 +87,16 @@ bool amx_available() {
     return has;
 }
 
+bool amx_bf16_available() {
+    // AMX-BF16: leaf 7 EDX bit 22.
+    static const bool has = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        __cpuid_count(7, 0, a, b, c, d);
+        return amx_available() && bit(d, 22);
+    }();
+    return has;
+}
+
 bool amx_kernel_supports(const WeightMatrix& w) {
     const bool format = w.quantized() && (w.bits == 4 || w.bits == 8) &&
                         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
@@ -457,6 +467,7 @@ HWY_POP_ATTRIBUTES
 #else  // !BRIGADE_INT8_X86
 
 bool amx_available() { return false; }
+bool amx_bf16_available() { return false; }
 bool amx_kernel_supports(const WeightMatrix&) { return false; }
 std::int64_t amx_token_blocks(std::int64_t n) { return (n + 15) / 16; }
 std::int64_t amx_tile_bytes(const WeightMatrix&, std::int64_t) { return 0; }

@@ -315,17 +315,20 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     }
 }
 
-// Rows of wide 4- and 8-bit matrices (more than one 16-row tile per thread, a partial last
-// tile) give the same bits on 1, 3 and 7 threads, and each token of a batch is within f32
+// Rows of wide 4-bit, 8-bit and BF16 matrices (more than one 16-row tile per thread, a partial
+// last tile) give the same bits on 1, 3 and 7 threads, and each token of a batch is within f32
 // rounding of what the one-token split-int8 kernel gives it alone.
 TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
     CpuTuning tuning;
     tuning.int16_activations = false;
-    for (int bits : {4, 8}) {
+    for (int bits : {4, 8, 16}) {
         for (int group : {32, 64, 128}) {
-            auto w =
-                test::make_quant_weight(bits, group, DType::kF16, 83, 1152, 40 + bits + group, 0);
+            if (bits == 16 && group != 32) continue;
+            // bits 16: BF16 rows (AMX-BF16, matmul_amx_bf16.cpp).
+            auto w = bits == 16 ? test::make_plain_weight(DType::kBF16, 83, 1152, 57, 0)
+                                : test::make_quant_weight(bits, group, DType::kF16, 83, 1152,
+                                                          40 + bits + group, 0);
             const std::int64_t n = 19;
             const auto x = test::random_floats(static_cast<std::size_t>(n * 1152), 9);
             std::vector<std::vector<float>> ys;
@@ -334,7 +337,9 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                 ys.emplace_back(static_cast<std::size_t>(n * 83), NAN);
                 cpu.matmul(w.view, x.data(), n, ys.back().data());
             }
-            const std::string what = "q" + std::to_string(bits) + " g" + std::to_string(group);
+            const std::string what =
+                bits == 16 ? std::string("bf16")
+                           : "q" + std::to_string(bits) + " g" + std::to_string(group);
             EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)), 0)
                 << what;
             EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)), 0)
@@ -346,18 +351,51 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                 for (std::int64_t r = 0; r < 83; ++r) {
                     // Alone, 4-bit rows take the same digits (split-int8): the sums differ by
                     // f32 rounding only. 8-bit rows take f32 activations: plus the digits'.
+                    // BF16 rows: f32 rounding in another order.
                     double magnitude = 0.0;
                     for (std::int64_t c = 0; c < 1152; ++c) {
                         magnitude +=
                             std::abs(static_cast<double>(x[t * 1152 + c]) * w.dense[r * 1152 + c]);
                     }
                     const double tol =
-                        2e-7 * magnitude +
+                        (bits == 16 ? 1e-6 : 2e-7) * magnitude +
                         (bits == 8 ? rounding_bound(w, x, t, r, Rounding::kSplitInt8) : 0.0);
                     EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
                         << what << " t=" << t << " r=" << r;
                 }
             }
+        }
+    }
+}
+
+// The three bf16 terms of every activation, read back through the documented tile layout
+// (token block, 32-column step, term; B[k / 2][2t + k % 2]), sum to it within 2^-27 of it.
+TEST(CpuMatmul, AmxBf16TermsSumToEachActivation) {
+    if (!amx_bf16_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-BF16 tiles";
+    auto w = test::make_plain_weight(DType::kBF16, 3, 96, 1, 0);
+    const std::int64_t n = 19, steps = 96 / 32;
+    auto x = test::random_floats(static_cast<std::size_t>(n * 96), 5, -100.0f, 100.0f);
+    x[7] = 1.0f + 0x1p-10f + 0x1p-19f + 0x1p-23f;  // needs all three terms
+    std::vector<std::uint16_t> tiles(static_cast<std::size_t>(amx_bf16_tile_bytes(w.view, n) / 2),
+                                     0xFFFF);
+    prepare_amx_bf16_activations(w.view, x.data(), n, 0, steps, tiles.data());
+    auto value = [](std::uint16_t h) {
+        const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+        float f = 0.0f;
+        std::memcpy(&f, &u, sizeof f);
+        return static_cast<double>(f);
+    };
+    for (std::int64_t token = 0; token < 32; ++token) {  // two blocks; 19..31 are padding
+        const std::int64_t tb = token / 16, t = token % 16;
+        for (std::int64_t c = 0; c < 96; ++c) {
+            const std::int64_t s = c / 32, k = c % 32;
+            double sum = 0.0;
+            for (std::int64_t j = 0; j < 3; ++j) {
+                sum += value(tiles[static_cast<std::size_t>(((tb * steps + s) * 3 + j) * 512 +
+                                                            (k / 2) * 32 + 2 * t + k % 2)]);
+            }
+            const double want = token < n ? x[static_cast<std::size_t>(token * 96 + c)] : 0.0;
+            ASSERT_NEAR(sum, want, std::abs(want) * 0x1p-27) << "token " << token << " col " << c;
         }
     }
 }
