@@ -211,7 +211,8 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         return in;
     }
     const bool amx_batch = tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens);
-    if (amx_batch && amx_bf16_kernel_supports(w)) {
+    if (tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_bf16_min_tokens) &&
+        amx_bf16_kernel_supports(w)) {
         const auto halves = static_cast<std::size_t>(amx_bf16_tile_bytes(w, n) / 2);
         if (s.amx_bf16_tiles.size() < halves) s.amx_bf16_tiles.resize(halves);
         in.kernel = DecodeInput::Kernel::kAmxBf16;

@@ -48,6 +48,9 @@ struct CpuTuning {
     // digits); BF16 weights (AMX-BF16, matmul_amx_bf16.cpp; three bf16 terms per activation).
     bool amx = true;
     std::int64_t amx_min_tokens = 8;
+    // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
+    // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
+    std::int64_t amx_bf16_min_tokens = 12;
     // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
     // kAmxPrefillTokens at a time, instead of dequantized panels and sgemm.
     bool amx_prefill = true;

@@ -308,6 +308,7 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     CpuTuning tuning;
     tuning.int16_activations = false;
     tuning.amx_min_tokens = 2;
+    tuning.amx_bf16_min_tokens = 2;
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
         run_matmul_cases(cpu, "amx threads=" + std::to_string(threads),
