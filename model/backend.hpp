@@ -241,6 +241,10 @@ struct BackendOptions {
     // On by default: every Hugging Face parity and consistency test holds with it. false: the
     // f32 kernels (for comparison).
     bool cpu_split_int8_activations = true;
+    // kCpu, where the CPU and OS offer AMX tiles (Xeon from Sapphire Rapids on, Linux 5.16+):
+    // decode batches of 8-31 tokens and prompts on 4/8-bit (with the split-int8 digits) and BF16
+    // weights go through tile multiplies (model/cpu/matmul_amx*.cpp). false: never.
+    bool cpu_amx = true;
 };
 
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options = {});

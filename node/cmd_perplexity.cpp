@@ -40,6 +40,7 @@ struct PerplexityArgs {
     bool int8_activations = false;
     bool int16_activations = false;
     bool f32_activations = false;
+    bool no_amx = false;
     bool kv_f32 = false;
     int step_tokens = 0;
     bool json = false;
@@ -103,6 +104,7 @@ int run_perplexity(const PerplexityArgs& args) {
     backend_options.cpu_int8_activations = args.int8_activations;
     backend_options.cpu_int16_activations = args.int16_activations;
     backend_options.cpu_split_int8_activations = !args.f32_activations;
+    backend_options.cpu_amx = !args.no_amx;
     auto backend = model::make_backend(kind, backend_options);
     if (!backend) return fail(backend.error().message);
     model::StageOptions stage_options;
@@ -147,6 +149,7 @@ int run_perplexity(const PerplexityArgs& args) {
             {"int8_activations", args.int8_activations},
             {"int16_activations", args.int16_activations},
             {"f32_activations", args.f32_activations},
+            {"amx", !args.no_amx},
             {"kv_f32", args.kv_f32},
             {"step_tokens", args.step_tokens},
             {"windows", result->n_windows},
@@ -200,6 +203,7 @@ void add_perplexity_command(CLI::App& app, CommandSet& commands) {
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--f32-activations", args->f32_activations, kF32ActivationsHelp);
+    sub->add_flag("--no-amx", args->no_amx, kNoAmxHelp);
     sub->add_flag("--kv-f32", args->kv_f32, kKvF32Help);
     sub->add_flag("--int16-activations", args->int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "

@@ -259,6 +259,7 @@ int serve_command(const ServeArgs& args) {
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;
     stage_options.f32_activations = args.model.f32_activations;
+    stage_options.amx = !args.model.no_amx;
     stage_options.kv_dtype = kv_cache_dtype(args.model.kv_f32);
     stage_options.memory_bytes = memory_bytes;
 
@@ -460,6 +461,7 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
                   "and integer dot products: faster, but logits move by a few percent (demo "
                   "model: perplexity +0.4-0.6%); off by default");
     sub->add_flag("--f32-activations", args->model.f32_activations, kF32ActivationsHelp);
+    sub->add_flag("--no-amx", args->model.no_amx, kNoAmxHelp);
     sub->add_flag("--kv-f32", args->model.kv_f32, kKvF32Help);
     sub->add_flag("--int16-activations", args->model.int16_activations,
                   "Decode (1-4 tokens per step) on MLX-quantized weights: round "

@@ -17,6 +17,11 @@ inline constexpr const char* kF32ActivationsHelp =
     "largest "
     "activation, f32-class): slower, for comparison";
 
+// Help of --no-amx (run, serve, perplexity).
+inline constexpr const char* kNoAmxHelp =
+    "Never use AMX tiles (Xeon from Sapphire Rapids on): decode batches of 8-31 sequences and "
+    "prompts then take the AVX-512 kernels and dequantize + sgemm; for comparison";
+
 // The KV cache's element type for --kv-f32 given or not (StageOptions::kv_dtype).
 inline model::DType kv_cache_dtype(bool kv_f32) {
     return kv_f32 ? model::DType::kF32 : model::DType::kF16;

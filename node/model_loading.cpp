@@ -181,6 +181,7 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     backend_options.cpu_int8_activations = options.int8_activations;
     backend_options.cpu_int16_activations = options.int16_activations;
     backend_options.cpu_split_int8_activations = !options.f32_activations;
+    backend_options.cpu_amx = options.amx;
     auto backend = model::make_backend(*kind, backend_options);
     if (!backend) return backend.error();
 

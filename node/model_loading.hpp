@@ -26,6 +26,7 @@ struct ServeModelOptions {
     bool int8_activations = false;     // --int8-activations (BackendOptions)
     bool int16_activations = false;    // --int16-activations (BackendOptions)
     bool f32_activations = false;      // --f32-activations (BackendOptions)
+    bool no_amx = false;               // --no-amx (BackendOptions::cpu_amx)
     bool kv_f32 = false;               // --kv-f32 (StageOptions::kv_dtype)
     std::string backend = "cpu";       // cpu | reference
 };
@@ -36,6 +37,7 @@ struct StageLoadOptions {
     bool int8_activations = false;               // BackendOptions::cpu_int8_activations
     bool int16_activations = false;              // BackendOptions::cpu_int16_activations
     bool f32_activations = false;                // not BackendOptions::cpu_split_int8_activations
+    bool amx = true;                             // BackendOptions::cpu_amx
     model::DType kv_dtype = model::DType::kF16;  // StageOptions::kv_dtype
     // Memory offered for the stage's weights and KV (serve --memory). A stage of the whole model
     // bounds its KV cache by what the weights leave, so long requests wait or fail instead of

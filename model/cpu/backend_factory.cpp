@@ -16,6 +16,7 @@ Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOpt
             tuning.int16_activations = options.cpu_int16_activations;
             tuning.int8_activations = options.cpu_int8_activations;
             tuning.split_int8_activations = options.cpu_split_int8_activations;
+            tuning.amx = options.cpu_amx;
             return cpu::make_cpu_backend(options, tuning);
         }
         case BackendKind::kCuda:

@@ -298,6 +298,19 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     // The f16 KV cache (the default) against the f32 one, through the same kernels.
     EXPECT_NE(p_split, stepped->j["perplexity"].get<double>()) << "--kv-f32 had no effect";
     EXPECT_LE(relative_diff(p_split, stepped->j["perplexity"].get<double>()), 1e-4);
+    // --no-amx: the 64-token windows take dequantize + sgemm instead of the AMX tiles (on CPUs
+    // with AMX; elsewhere both runs take the same kernels). Both are f32-class.
+    auto tiles = with({"--kv-f32"});
+    auto no_tiles = with({"--kv-f32", "--no-amx"});
+    ASSERT_TRUE(tiles && no_tiles);
+    EXPECT_EQ(tiles->j["amx"].get<bool>(), true);
+    EXPECT_EQ(no_tiles->j["amx"].get<bool>(), false);
+    const double p_tiles = tiles->j["perplexity"].get<double>();
+    const double p_no_tiles = no_tiles->j["perplexity"].get<double>();
+    EXPECT_LE(relative_diff(p_tiles, p_no_tiles), 1e-6);
+    if (model::cpu::amx_available()) {
+        EXPECT_NE(p_tiles, p_no_tiles) << "--no-amx did not change the prompt kernels";
+    }
 }
 
 // ---- Bad input ------------------------------------------------------------------------------
