@@ -215,6 +215,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         amx_bf16_kernel_supports(w)) {
         const auto halves = static_cast<std::size_t>(amx_bf16_tile_bytes(w, n) / 2);
         if (s.amx_bf16_tiles.size() < halves) s.amx_bf16_tiles.resize(halves);
+        reserve_scratch(static_cast<std::size_t>(amx_bf16_row_scratch_floats(w)));
         in.kernel = DecodeInput::Kernel::kAmxBf16;
         in.amx_bf16 = s.amx_bf16_tiles.data();
         return in;
@@ -395,7 +396,8 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
             return;
         case DecodeInput::Kernel::kAmxBf16:
             gemv_rows_amx_bf16(w, in.amx_bf16, n, row_begin, row_end, bias, y, w.rows,
-                               tuning_.prefetch_bytes);
+                               tuning_.prefetch_bytes,
+                               scratch_[static_cast<std::size_t>(thread)].data());
             return;
         case DecodeInput::Kernel::kAmx:
             gemv_rows_amx(w, in.amx, n, row_begin, row_end, bias, y, w.rows,

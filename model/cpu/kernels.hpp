@@ -184,12 +184,15 @@ bool amx_bf16_available();
 // amx_bf16_available() and w is BF16 with a multiple of 32 columns.
 bool amx_bf16_kernel_supports(const WeightMatrix& w);
 std::int64_t amx_bf16_tile_bytes(const WeightMatrix& w, std::int64_t n);
+// Floats of `row_scratch` gemv_rows_amx_bf16 needs per thread (a zero-padded short row tile).
+std::int64_t amx_bf16_row_scratch_floats(const WeightMatrix& w);
 void prepare_amx_bf16_activations(const WeightMatrix& w, const float* x, std::int64_t n,
                                   std::int64_t step_begin, std::int64_t step_end,
                                   std::uint16_t* tiles);
 void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::int64_t n,
                         std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                        float* y, std::int64_t ldy, std::int64_t prefetch_bytes);
+                        float* y, std::int64_t ldy, std::int64_t prefetch_bytes,
+                        float* row_scratch);
 
 // Activations of a 4- or 8-bit quantized-weight GEMV as int8 with integer dot products
 // (matmul_int8*.cpp; opt-in, CpuTuning::int8_activations). Each weight group g of a token's x

@@ -345,7 +345,6 @@ HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::in
 struct RowBlock {
     const WeightMatrix& w;
     const AmxActivations& xa;
-    std::int64_t n;
     std::int64_t n_groups;
     const float* scale;  // [16][n_groups] f32
     const float* bias;   // [16][n_groups] f32
@@ -441,7 +440,7 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
             widen_affine(w.scale_dtype, w.biases, r * n_groups, n_groups,
                          group_bias + m * n_groups);
         }
-        const RowBlock rb{w, xa, n, n_groups, scale, group_bias, rows};
+        const RowBlock rb{w, xa, n_groups, scale, group_bias, rows};
         for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
             __m512 acc[kTileRows];
             row_block_tokens(rb, base + r0 * row_bytes, row_bytes, tb, acc);

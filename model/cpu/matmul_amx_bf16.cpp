@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "model/cpu/kernels.hpp"
 #include "model/cpu/weight_decode.hpp"
@@ -43,6 +42,10 @@ std::int64_t n_steps(const WeightMatrix& w) { return w.cols / kStep; }
 bool amx_bf16_kernel_supports(const WeightMatrix& w) {
     return !w.quantized() && w.dtype == DType::kBF16 && w.cols % kStep == 0 && w.cols > 0 &&
            amx_bf16_available();
+}
+
+std::int64_t amx_bf16_row_scratch_floats(const WeightMatrix& w) {
+    return kRows * w.row_bytes() / static_cast<std::int64_t>(sizeof(float));
 }
 
 std::int64_t amx_bf16_tile_bytes(const WeightMatrix& w, std::int64_t n) {
@@ -172,13 +175,13 @@ HWY_INLINE void multiply_rows(const Block& blk, const std::uint16_t* b, std::int
 
 void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::int64_t n,
                         std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                        float* y, std::int64_t ldy, std::int64_t prefetch_bytes) {
+                        float* y, std::int64_t ldy, std::int64_t prefetch_bytes,
+                        float* row_scratch) {
     if (row_end <= row_begin || n <= 0) return;
     const std::int64_t steps = n_steps(w);
     const std::int64_t row_bytes = w.row_bytes();
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     const bool has_bias = bias != nullptr && bias->valid();
-    std::vector<std::uint8_t> padded;
     configure_tiles();
     for (std::int64_t r0 = row_begin; r0 < row_end;) {
         const std::int64_t left = row_end - r0;
@@ -187,10 +190,10 @@ void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::
         std::int64_t rows = blk.pair ? 2 * kRows : std::min(kRows, left);
         if (rows < kRows) {
             // A short last row tile: a tile load reads 16 rows, so from a zero-padded copy.
-            padded.assign(static_cast<std::size_t>(kRows * row_bytes), 0);
-            std::memcpy(padded.data(), base + r0 * row_bytes,
-                        static_cast<std::size_t>(rows * row_bytes));
-            blk.a0 = padded.data();
+            auto* padded = reinterpret_cast<std::uint8_t*>(row_scratch);
+            std::memset(padded, 0, static_cast<std::size_t>(kRows * row_bytes));
+            std::memcpy(padded, base + r0 * row_bytes, static_cast<std::size_t>(rows * row_bytes));
+            blk.a0 = padded;
         }
         for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
             alignas(64) float out[2 * kRows * kTokens];
@@ -216,7 +219,8 @@ HWY_POP_ATTRIBUTES
 void prepare_amx_bf16_activations(const WeightMatrix&, const float*, std::int64_t, std::int64_t,
                                   std::int64_t, std::uint16_t*) {}
 void gemv_rows_amx_bf16(const WeightMatrix&, const std::uint16_t*, std::int64_t, std::int64_t,
-                        std::int64_t, const WeightVector*, float*, std::int64_t, std::int64_t) {}
+                        std::int64_t, const WeightVector*, float*, std::int64_t, std::int64_t,
+                        float*) {}
 
 #endif
 
