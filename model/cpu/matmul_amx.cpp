@@ -38,8 +38,10 @@
 #include <cpuid.h>
 #include <hwy/base.h>  // HWY_PUSH_ATTRIBUTES
 #include <immintrin.h>
+#if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 #endif
 
 namespace brigade::model::cpu {
@@ -69,9 +71,13 @@ bool detect_amx() {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     constexpr unsigned kState = 0xE6u | (1u << 17) | (1u << 18);
     if ((lo & kState) != kState) return false;
+#if defined(__linux__)
     constexpr long kReqXcompPerm = 0x1023;
     constexpr long kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;  // no AMX on other systems (macOS on Intel has none to offer)
+#endif
 }
 
 std::int64_t steps_of(const WeightMatrix& w) { return w.group_size == 128 ? 2 : 1; }
