@@ -75,6 +75,17 @@ void CpuBackend::balanced_ranges(std::int64_t count, std::int64_t min_chunk, F&&
     });
 }
 
+template <class F>
+void CpuBackend::serial_or_parallel(bool serial, std::int64_t count, std::int64_t min_chunk,
+                                    F&& f) {
+    if (serial) {
+        f(std::int64_t{0}, count);
+        return;
+    }
+    parallel_ranges(count, min_chunk,
+                    [&](std::int64_t begin, std::int64_t end, int) { f(begin, end); });
+}
+
 void CpuBackend::store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
                           std::size_t offset_bytes) {
     auto* out = static_cast<std::uint8_t*>(dst.data()) + offset_bytes;
@@ -308,40 +319,29 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     DecodeInput in = plan_decode(w, x, n, s);
     if (in.kernel == DecodeInput::Kernel::kBatched) {
         const std::int64_t cols = w.cols;
-        if (n * cols < kMinParallelElements) {
-            transpose_tokens(x, n, cols, 0, cols, s.xt.data());
-        } else {
-            parallel_ranges(cols, 256, [&](std::int64_t begin, std::int64_t end, int) {
-                transpose_tokens(x, n, cols, begin, end, s.xt.data());
-            });
-        }
+        serial_or_parallel(n * cols < kMinParallelElements, cols, 256,
+                           [&](std::int64_t begin, std::int64_t end) {
+                               transpose_tokens(x, n, cols, begin, end, s.xt.data());
+                           });
         return in;
     }
     if (in.kernel == DecodeInput::Kernel::kAmxBf16) {
         // Per 32-column step, all tokens.
         std::uint16_t* tiles = s.amx_bf16_tiles.data();
-        const std::int64_t steps = w.cols / 32;
-        if (n * w.cols < 8192) {
-            prepare_amx_bf16_activations(w, x, n, 0, steps, tiles);
-        } else {
-            parallel_ranges(steps, 4, [&](std::int64_t begin, std::int64_t end, int) {
-                prepare_amx_bf16_activations(w, x, n, begin, end, tiles);
-            });
-        }
+        serial_or_parallel(n * w.cols < 8192, w.cols / 32, 4,
+                           [&](std::int64_t begin, std::int64_t end) {
+                               prepare_amx_bf16_activations(w, x, n, begin, end, tiles);
+                           });
         return in;
     }
     if (in.kernel == DecodeInput::Kernel::kAmx) {
         // Per weight group, all tokens: each group's B tiles hold the 16 tokens of a block.
         const AmxBuffers buffers{s.digits.data(),    s.digit_unit.data(), s.digit_sum.data(),
                                  s.amx_tiles.data(), s.amx_unit.data(),   s.amx_sum.data()};
-        const std::int64_t n_groups = w.cols / w.group_size;
-        if (n * w.cols < 8192) {
-            prepare_amx_activations(w, x, n, 0, n_groups, buffers);
-        } else {
-            parallel_ranges(n_groups, 2, [&](std::int64_t begin, std::int64_t end, int) {
-                prepare_amx_activations(w, x, n, begin, end, buffers);
-            });
-        }
+        serial_or_parallel(n * w.cols < 8192, w.cols / w.group_size, 2,
+                           [&](std::int64_t begin, std::int64_t end) {
+                               prepare_amx_activations(w, x, n, begin, end, buffers);
+                           });
         return in;
     }
     if (!prepared_by_groups(in)) return in;
@@ -366,13 +366,9 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         serial_below = 8192;
     }
     const std::int64_t total_groups = n * (w.cols / w.group_size);
-    if (n * w.cols < serial_below) {
-        prepare_groups(w, in, x, 0, total_groups, s);
-    } else {
-        parallel_ranges(total_groups, min_chunk, [&](std::int64_t begin, std::int64_t end, int) {
-            prepare_groups(w, in, x, begin, end, s);
-        });
-    }
+    serial_or_parallel(
+        n * w.cols < serial_below, total_groups, min_chunk,
+        [&](std::int64_t begin, std::int64_t end) { prepare_groups(w, in, x, begin, end, s); });
     return in;
 }
 

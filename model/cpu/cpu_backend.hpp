@@ -235,6 +235,10 @@ private:
     // f(begin, end, thread) on the pool.
     template <class F>
     void parallel_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
+    // f(0, count) on this thread when `serial` (waking the pool would cost more than the work),
+    // else f(begin, end) over parallel_ranges.
+    template <class F>
+    void serial_or_parallel(bool serial, std::int64_t count, std::int64_t min_chunk, F&& f);
     // Splits [0, count) into a multiple of the thread count of near-equal chunks (sizes differ
     // by at most one) of at least `min_chunk` items where possible, so that threads streaming
     // equal work finish together, and runs f(begin, end, thread) on the pool. (The decode

@@ -30,12 +30,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "model/cpu/amx_tiles.hpp"
 #include "model/cpu/kernels.hpp"
+#include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, the CPUID helpers
 #include "model/cpu/matmul_split_int8.hpp"
 #include "model/cpu/weight_decode.hpp"
 
 #if BRIGADE_INT8_X86
-#include <cpuid.h>
 #include <hwy/base.h>  // HWY_PUSH_ATTRIBUTES
 #include <immintrin.h>
 #if defined(__linux__)
@@ -53,24 +54,16 @@ constexpr std::int64_t kTileTokens = 16;
 constexpr std::int64_t kTileRows = 16;
 constexpr int kDigits = split_int8::kDigits;
 
-bool bit(unsigned v, int i) { return ((v >> i) & 1u) != 0; }
-
-// AMX-TILE and AMX-INT8 (leaf 7 EDX 24, 25), AVX512 F/BW/VL (EBX 16, 30, 31), VBMI (ECX 1),
-// the OS saving zmm and tile state (XCR0 5-7, 17-18), and Linux letting this process use the
-// tile data (arch_prctl ARCH_REQ_XCOMP_PERM, kernel 5.16 on).
+// AMX-TILE and AMX-INT8 (leaf 7 EDX 24, 25), AVX-512 with VNNI, VBMI (leaf 7 ECX 1), the OS
+// saving the tile state (XCR0 17-18), and Linux letting this process use the tile data
+// (arch_prctl ARCH_REQ_XCOMP_PERM, kernel 5.16 on).
 bool detect_amx() {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(1, 0, a, b, c, d);
-    if (!bit(c, 27)) return false;  // OSXSAVE: xgetbv usable
-    __cpuid_count(7, 0, a, b, c, d);
-    const bool cpu =
-        bit(d, 24) && bit(d, 25) && bit(b, 16) && bit(b, 30) && bit(b, 31) && bit(c, 1);
-    if (!cpu) return false;
-    unsigned lo = 0, hi = 0;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    constexpr unsigned kState = 0xE6u | (1u << 17) | (1u << 18);
-    if ((lo & kState) != kState) return false;
+    using int8_detail::bit;
+    const int8_detail::Regs l7 = int8_detail::cpuid(7, 0);
+    if (!(bit(l7.edx, 24) && bit(l7.edx, 25) && bit(l7.ecx, 1) &&
+          int8_detail::cpu_has_avx512_vnni() && int8_detail::os_saves((1u << 17) | (1u << 18)))) {
+        return false;
+    }
 #if defined(__linux__)
     constexpr long kReqXcompPerm = 0x1023;
     constexpr long kXfeatureXtiledata = 18;
@@ -95,11 +88,7 @@ bool amx_available() {
 
 bool amx_bf16_available() {
     // AMX-BF16: leaf 7 EDX bit 22.
-    static const bool has = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        __cpuid_count(7, 0, a, b, c, d);
-        return amx_available() && bit(d, 22);
-    }();
+    static const bool has = amx_available() && int8_detail::bit(int8_detail::cpuid(7, 0).edx, 22);
     return has;
 }
 
@@ -195,19 +184,10 @@ void prepare_amx_activations(const WeightMatrix& w, const float* x, std::int64_t
 
 namespace {
 
-struct TileConfig {
-    std::uint8_t palette = 1;
-    std::uint8_t start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 // Tiles 0-3: the digits' sums C_k (16 rows x 16 tokens of int32); 4 and 5: the codes of a
 // group's first and second K step; 6 and 7: B tiles, alternating.
 void configure_tiles(std::int64_t kb) {
-    alignas(64) TileConfig cfg;
+    alignas(64) AmxTileConfig cfg;
     for (int t = 0; t < 4; ++t) {
         cfg.rows[t] = kTileRows;
         cfg.colsb[t] = 64;

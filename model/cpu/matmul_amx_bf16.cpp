@@ -17,15 +17,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "model/cpu/amx_tiles.hpp"
 #include "model/cpu/kernels.hpp"
+#include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86
 #include "model/cpu/weight_decode.hpp"
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if BRIGADE_INT8_X86
 #include <hwy/base.h>  // HWY_PUSH_ATTRIBUTES
 #include <immintrin.h>
-#define BRIGADE_AMX_BF16 1
-#else
-#define BRIGADE_AMX_BF16 0
 #endif
 
 namespace brigade::model::cpu {
@@ -52,7 +51,7 @@ std::int64_t amx_bf16_tile_bytes(const WeightMatrix& w, std::int64_t n) {
     return amx_token_blocks(n) * n_steps(w) * kTerms * kTileBytes;
 }
 
-#if BRIGADE_AMX_BF16
+#if BRIGADE_INT8_X86
 
 namespace {
 
@@ -104,18 +103,10 @@ void prepare_amx_bf16_activations(const WeightMatrix& w, const float* x, std::in
 HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")
 namespace {
 
-struct TileConfig {
-    std::uint8_t palette = 1;
-    std::uint8_t start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {};
-    std::uint8_t rows[16] = {};
-};
-
 // Tiles 0, 1: the sums of two row tiles (16 rows x 16 tokens f32); 2, 3: their weights (16 rows
 // x 32 bf16); 4-6: the activations' three terms (16 column pairs x 16 tokens x 2 bf16).
 void configure_tiles() {
-    alignas(64) TileConfig cfg;
+    alignas(64) AmxTileConfig cfg;
     for (int t = 0; t < 7; ++t) {
         cfg.rows[t] = kRows;
         cfg.colsb[t] = 64;
@@ -214,7 +205,7 @@ void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::
 
 HWY_POP_ATTRIBUTES
 
-#else  // !BRIGADE_AMX_BF16
+#else  // !BRIGADE_INT8_X86
 
 void prepare_amx_bf16_activations(const WeightMatrix&, const float*, std::int64_t, std::int64_t,
                                   std::int64_t, std::uint16_t*) {}

@@ -53,6 +53,15 @@ void gemv_rows_scalar(const Int8Rows& m, std::int64_t n, std::int64_t row_begin,
                       std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy);
 
 #if BRIGADE_INT8_X86
+// CPUID and XCR0 read directly (matmul_int8_x86.cpp): compilers' __builtin_cpu_supports differ
+// in the feature names they know (clang 14 has no "f16c" or "avxvnni").
+struct Regs {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+Regs cpuid(unsigned leaf, unsigned subleaf);
+bool bit(unsigned v, int i);
+// Whether the OS saves the register state of `mask` (XCR0 bits) across context switches.
+bool os_saves(unsigned mask);
 // What this CPU (and OS) can run.
 bool cpu_has_avx2();
 bool cpu_has_avx_vnni();

@@ -34,14 +34,6 @@
 
 namespace brigade::model::cpu::int8_detail {
 
-namespace {
-
-// CPUID and XCR0 read directly: compilers' __builtin_cpu_supports differ in the feature names
-// they know (clang 14 has no "f16c" or "avxvnni").
-struct Regs {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-};
-
 Regs cpuid(unsigned leaf, unsigned subleaf) {
     Regs r;
     if (static_cast<unsigned>(__get_cpuid_max(0, nullptr)) >= leaf)
@@ -51,13 +43,14 @@ Regs cpuid(unsigned leaf, unsigned subleaf) {
 
 bool bit(unsigned v, int i) { return ((v >> i) & 1u) != 0; }
 
-// Whether the OS saves the register state of `mask` (XCR0 bits) across context switches.
 bool os_saves(unsigned mask) {
     if (!bit(cpuid(1, 0).ecx, 27)) return false;  // OSXSAVE: xgetbv usable
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & mask) == mask;
 }
+
+namespace {
 
 // Each computed once: CPUID is slow (in a virtual machine it traps to the hypervisor), and the
 // answers are asked for on every matmul.
