@@ -231,7 +231,8 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         in.amx_bf16 = s.amx_bf16_tiles.data();
         return in;
     }
-    if (amx_batch && tuning_.split_int8_activations && amx_kernel_supports(w)) {
+    if (amx_batch && tuning_.split_int8_activations && amx_kernel_supports(w) &&
+        (w.bits != 8 || n >= tuning_.amx_8bit_min_tokens)) {
         const auto staging = static_cast<std::size_t>(amx_staging_bytes(w, n));
         if (s.digits.size() < staging) s.digits.resize(staging);
         if (s.digit_unit.size() < n_groups) {

@@ -47,7 +47,13 @@ struct CpuTuning {
     // with split_int8_activations, 4- and 8-bit weights (AMX-INT8, matmul_amx.cpp; the same
     // digits); BF16 weights (AMX-BF16, matmul_amx_bf16.cpp; three bf16 terms per activation).
     bool amx = true;
-    std::int64_t amx_min_tokens = 8;
+    // 4-bit weights from 3 tokens: batches of 3 decoded 17-25% faster through the tiles than
+    // through the f32 kernels, 2 tokens 1-6% slower (2-core Sapphire Rapids here; the lent
+    // 16-vCPU Xeon, run 47: 3 tokens 17-19% faster).
+    std::int64_t amx_min_tokens = 3;
+    // 8-bit weights from 4: 3 tokens were 3-8% slower for Llama-3.2-1B here, 12% on the lent
+    // Xeon, and 2-8% faster for Qwen2.5-0.5B; 4 tokens 6-17% faster on both machines.
+    std::int64_t amx_8bit_min_tokens = 4;
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;

@@ -1,4 +1,4 @@
-// Decode of 2-31 tokens on MLX affine 4- and 8-bit weights through AMX tile multiplies (Intel
+// Decode of 3-31 tokens on MLX affine 4- and 8-bit weights through AMX tile multiplies (Intel
 // Xeon from Sapphire Rapids on), with the activations split into the four int8 digits of the
 // split-int8 path (matmul_split_int8.cpp): the same f32-class precision.
 //
@@ -9,8 +9,10 @@
 // multiply-adds where an AVX-512 FMA does 16.
 //
 // Per weight group g (32, 64 or 128 columns), 16 rows r and a block of 16 tokens t:
-//   A (16 rows x K bytes): the rows' codes of the group, one byte each, even elements first
-//                          and odd ones after (how a 4-bit byte holds them: low nibble even);
+//   A (16 rows x K bytes): the rows' codes of the group, one byte each; 4-bit codes with the
+//                          even elements first and odd ones after (how a byte holds them: low
+//                          nibble even), 8-bit ones in element order (16 whole rows are loaded
+//                          into the tile from the weights as they are);
 //   B_k (K/4 x 64 bytes):  digit k of the same elements of the 16 tokens, in the dot-product
 //                          layout (B_k[p/4][4t + p%4] = digit k of token t at K position p);
 //   C_k = A · B_k          S_k[r][t] = Σ q·d_k over the group, exact in int32;
@@ -20,13 +22,16 @@
 // K is the group (64 at most per tile; groups of 128 take two tiles into the same sums). The
 // four C tiles are stored after every group and folded into 16 accumulators (one per row, the
 // tokens along the vector) by AVX-512: that fold, ~14 instructions per row and group, is the
-// kernel's vector cost, paid once for up to 16 tokens.
+// kernel's vector cost, paid once for up to 16 tokens. Batches of up to 8 tokens take narrow
+// blocks instead (Layout): 4 tokens x 4 digits in one B tile, one multiply per group and a
+// fold of ~5 instructions per row. Each group is folded while the next one is multiplied.
 //
 // The digits come from the split-int8 quantizer (split_int8::split_avx512) token by token and
 // are then transposed into the B tiles, all tokens of a group at a time, so the batch's digits
 // are those a token alone would get.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -53,6 +58,8 @@ namespace {
 constexpr std::int64_t kTileTokens = 16;
 constexpr std::int64_t kTileRows = 16;
 constexpr int kDigits = split_int8::kDigits;
+// Batches up to this many tokens take narrow blocks (Layout).
+constexpr std::int64_t kNarrowMaxTokens = 8;
 
 // AMX-TILE and AMX-INT8 (leaf 7 EDX 24, 25), AVX-512 with VNNI, VBMI (leaf 7 ECX 1), the OS
 // saving the tile state (XCR0 17-18), and Linux letting this process use the tile data
@@ -76,8 +83,26 @@ bool detect_amx() {
 std::int64_t steps_of(const WeightMatrix& w) { return w.group_size == 128 ? 2 : 1; }
 // K bytes of a tile: the group, 64 at most.
 std::int64_t k_bytes(const WeightMatrix& w) { return std::min<std::int64_t>(w.group_size, 64); }
-// Bytes of one group's B tiles for a token block: 4 digits x group x 16 tokens.
-std::int64_t group_tile_bytes(const WeightMatrix& w) { return kDigits * w.group_size * 16; }
+
+// How a batch's tokens are laid out in B tiles. Wide blocks hold 16 tokens, one B tile per digit
+// (4 multiplies and 4 C tiles per group). Narrow blocks hold 4 tokens with their 4 digits side
+// by side in one B tile (column 4t + k: digit k of token t): one multiply per group, and the
+// fold combines the digits in f32 lanes weighted 2^17, 2^11, 2^5, 1 (kDigitWeight), summed per
+// token at the end of a row. A small batch then pays a quarter of the multiplies and folds a
+// 16-token block would cost it.
+struct Layout {
+    bool narrow;
+    std::int64_t block_tokens;  // 4 or 16
+};
+Layout layout_of(std::int64_t n) {
+    return n <= kNarrowMaxTokens ? Layout{true, 4} : Layout{false, kTileTokens};
+}
+constexpr float kDigitWeight[kDigits] = {131072.0f, 2048.0f, 32.0f, 1.0f};
+// Bytes of one group's B tiles for a token block: wide, 4 digits x group x 16 tokens; narrow,
+// group x 4 tokens x 4 digits.
+std::int64_t group_tile_bytes(const WeightMatrix& w, Layout layout) {
+    return (layout.narrow ? 1 : kDigits) * w.group_size * 16;
+}
 
 }  // namespace
 
@@ -101,10 +126,13 @@ bool amx_kernel_supports(const WeightMatrix& w) {
     return format && amx_available();
 }
 
-std::int64_t amx_token_blocks(std::int64_t n) { return (n + kTileTokens - 1) / kTileTokens; }
+std::int64_t amx_token_blocks(std::int64_t n) {
+    const std::int64_t block = layout_of(n).block_tokens;
+    return (n + block - 1) / block;
+}
 
 std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n) {
-    return amx_token_blocks(n) * (w.cols / w.group_size) * group_tile_bytes(w);
+    return amx_token_blocks(n) * (w.cols / w.group_size) * group_tile_bytes(w, layout_of(n));
 }
 
 std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n) {
@@ -124,18 +152,34 @@ std::int64_t amx_row_scratch_floats(const WeightMatrix& w) {
 HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi,amx-tile,amx-int8")
 namespace {
 
+// Byte j of the interleave: even run j / 2 (j even), odd run j / 2 (j odd; index 64 on).
+alignas(64) constexpr auto kInterleave = [] {
+    std::array<std::uint8_t, 64> index{};
+    for (int j = 0; j < 64; ++j) index[j] = static_cast<std::uint8_t>((j % 2) * 64 + j / 2);
+    return index;
+}();
+
 void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t g,
                    const AmxBuffers& buf) {
     const std::int64_t n_groups = w.cols / w.group_size;
     const std::int64_t token_bytes = split_int8_token_bytes(w);
     const std::int64_t group = w.group_size;
     const std::int64_t kb = k_bytes(w);
+    const Layout layout = layout_of(n);
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t i = t * n_groups + g;
         split_int8::split_avx512(w, x, i, i + 1, buf.staging, buf.staging_unit, buf.staging_sum);
-        const std::int64_t at = (t / kTileTokens * n_groups + g) * kTileTokens + t % kTileTokens;
-        buf.unit[at] = buf.staging_unit[i];
-        buf.sum[at] = buf.staging_sum[i];
+        const std::int64_t block = t / layout.block_tokens * n_groups + g;
+        if (layout.narrow) {
+            for (int k = 0; k < kDigits; ++k) {
+                const std::int64_t at = block * 16 + t % 4 * kDigits + k;
+                buf.unit[at] = buf.staging_unit[i] * kDigitWeight[k];
+                buf.sum[at] = k == 0 ? buf.staging_sum[i] : 0.0f;
+            }
+        } else {
+            buf.unit[block * 16 + t % kTileTokens] = buf.staging_unit[i];
+            buf.sum[block * 16 + t % kTileTokens] = buf.staging_sum[i];
+        }
     }
     // The group's elements in the staging layout: chunk e / 128, per digit 64 even elements
     // and 64 odd ones. A group of 32 or 64 is a run of group / 2 bytes in each; one of 128 is
@@ -144,20 +188,35 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
     const std::int64_t chunk_offset =
         first / split_int8::kChunkElems * split_int8::kChunkDigitBytes;
     const std::int64_t in_run = first % split_int8::kChunkElems / 2;
+    const std::int64_t tiles_per_step = layout.narrow ? 1 : kDigits;
     for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
-        std::int8_t* out = buf.tiles + (tb * n_groups + g) * group_tile_bytes(w);
+        std::int8_t* out = buf.tiles + (tb * n_groups + g) * group_tile_bytes(w, layout);
         for (std::int64_t step = 0; step < steps_of(w); ++step) {
-            for (int k = 0; k < kDigits; ++k) {
-                // K vectors of the block's 16 tokens (zero past n), then their transpose by
-                // 4-byte words: word q of token t goes to row q, column t.
-                alignas(64) std::uint32_t kv[kTileTokens][16] = {};
-                for (std::int64_t t = 0; t < kTileTokens; ++t) {
-                    const std::int64_t token = tb * kTileTokens + t;
+            for (std::int64_t tile_index = 0; tile_index < tiles_per_step; ++tile_index) {
+                // The K bytes of each of the tile's 16 columns (zero past n), then their
+                // transpose by 4-byte words: word q of column j goes to row q, column j.
+                // Column j is token j of the block for digit tile_index (wide), or digit j % 4
+                // of token j / 4 (narrow).
+                alignas(64) std::uint32_t kv[16][16] = {};
+                for (std::int64_t j = 0; j < 16; ++j) {
+                    const std::int64_t token =
+                        tb * layout.block_tokens + (layout.narrow ? j / kDigits : j);
+                    const std::int64_t k = layout.narrow ? j % kDigits : tile_index;
                     if (token >= n) break;
                     const std::int8_t* base =
                         buf.staging + token * token_bytes + chunk_offset + k * 128 + in_run;
-                    auto* dst = reinterpret_cast<std::int8_t*>(kv[t]);
-                    if (group == 128) {
+                    auto* dst = reinterpret_cast<std::int8_t*>(kv[j]);
+                    if (w.bits == 8) {
+                        // 8-bit codes stay in element order (the A tiles are the rows' bytes):
+                        // the step's even and odd elements interleaved again.
+                        const __mmask64 half = _cvtu64_mask64((1ull << (kb / 2)) - 1);
+                        const __m512i even = _mm512_maskz_loadu_epi8(half, base + step * kb / 2);
+                        const __m512i odd =
+                            _mm512_maskz_loadu_epi8(half, base + 64 + step * kb / 2);
+                        _mm512_store_si512(dst,
+                                           _mm512_permutex2var_epi8(
+                                               even, _mm512_load_si512(kInterleave.data()), odd));
+                    } else if (group == 128) {
                         std::memcpy(dst, base + step * 64, 64);
                     } else {
                         std::memcpy(dst, base, static_cast<std::size_t>(group / 2));
@@ -165,9 +224,10 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
                                     static_cast<std::size_t>(group / 2));
                     }
                 }
-                auto* tile = reinterpret_cast<std::uint32_t*>(out + (step * kDigits + k) * kb * 16);
+                auto* tile = reinterpret_cast<std::uint32_t*>(
+                    out + (step * tiles_per_step + tile_index) * kb * 16);
                 for (std::int64_t q = 0; q < kb / 4; ++q) {
-                    for (std::int64_t t = 0; t < kTileTokens; ++t) tile[q * 16 + t] = kv[t][q];
+                    for (std::int64_t j = 0; j < 16; ++j) tile[q * 16 + j] = kv[j][q];
                 }
             }
         }
@@ -236,6 +296,18 @@ void widen_affine(DType dtype, const void* base, std::int64_t index, std::int64_
 HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* codes,
                              std::int64_t g, std::uint8_t* a0, std::uint8_t* a1) {
     const __m512i nibble = _mm512_set1_epi8(0x0F);
+    if (w.bits == 4 && w.group_size == 64) {
+        // The row's 32 bytes in both halves, shifted right by 0 (low half: even elements) and
+        // 4 bits (high half: odd ones).
+        const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(0), 0);
+        const __m512i by = _mm512_mask_blend_epi64(0xF0, shifts, _mm512_set1_epi16(4));
+        for (int m = 0; m < kTileRows; ++m) {
+            const __m512i v = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[m] + g * 32)));
+            _mm512_store_si512(a0 + m * 64, _mm512_and_si512(_mm512_srlv_epi16(v, by), nibble));
+        }
+        return;
+    }
     if (w.bits == 4) {
         const std::int64_t bytes = w.group_size / 2;  // 16, 32 or 64
         const __mmask64 mask = _cvtu64_mask64(bytes == 64 ? ~0ull : (1ull << bytes) - 1);
@@ -262,41 +334,14 @@ HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* c
         }
         return;
     }
-    // 8 bits: the group's bytes, even ones first.
-    alignas(64) static constexpr auto kEvenOdd = [] {
-        struct Index {
-            std::uint8_t even_odd64[64], even_odd32[64], even128[64], odd128[64];
-        } ix{};
-        for (int i = 0; i < 32; ++i) {
-            ix.even_odd64[i] = static_cast<std::uint8_t>(2 * i);
-            ix.even_odd64[32 + i] = static_cast<std::uint8_t>(2 * i + 1);
-        }
-        for (int i = 0; i < 16; ++i) {
-            ix.even_odd32[i] = static_cast<std::uint8_t>(2 * i);
-            ix.even_odd32[16 + i] = static_cast<std::uint8_t>(2 * i + 1);
-        }
-        for (int i = 0; i < 64; ++i) {
-            ix.even128[i] = static_cast<std::uint8_t>(2 * i);
-            ix.odd128[i] = static_cast<std::uint8_t>(2 * i + 1);
-        }
-        return ix;
-    }();
+    // 8 bits: the group's bytes as they are (a block of 16 whole rows skips this and loads
+    // its A tiles from the rows themselves).
     const std::int64_t bytes = w.group_size;
+    const __mmask64 mask = _cvtu64_mask64(bytes >= 64 ? ~0ull : (1ull << bytes) - 1);
     for (int m = 0; m < kTileRows; ++m) {
         const std::uint8_t* p = codes[m] + g * bytes;
-        if (bytes == 128) {
-            const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
-            _mm512_store_si512(a0 + m * 64, _mm512_permutex2var_epi8(
-                                                lo, _mm512_loadu_si512(kEvenOdd.even128), hi));
-            _mm512_store_si512(
-                a1 + m * 64, _mm512_permutex2var_epi8(lo, _mm512_loadu_si512(kEvenOdd.odd128), hi));
-        } else {
-            const __mmask64 mask = _cvtu64_mask64(bytes == 64 ? ~0ull : (1ull << bytes) - 1);
-            const __m512i v = _mm512_maskz_loadu_epi8(mask, p);
-            const __m512i index =
-                _mm512_loadu_si512(bytes == 64 ? kEvenOdd.even_odd64 : kEvenOdd.even_odd32);
-            _mm512_store_si512(a0 + m * 64, _mm512_permutexvar_epi8(index, v));
-        }
+        _mm512_store_si512(a0 + m * 64, _mm512_maskz_loadu_epi8(mask, p));
+        if (bytes == 128) _mm512_store_si512(a1 + m * 64, _mm512_loadu_si512(p + 64));
     }
 }
 
@@ -324,6 +369,30 @@ HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::in
         _tile_dpbusd(2, 5, 6);
         _tile_loadd(7, b + 3 * tile_bytes, 64);
         _tile_dpbusd(3, 5, 7);
+    }
+}
+
+// C_0 (the narrow block's 4 tokens x 4 digits) of one group for 16 rows.
+// C_0 (and C_1): each narrow block's 4 tokens x 4 digits for one group and 16 rows, block k's
+// B tiles at b + k * block_stride.
+template <int kBlocks>
+HWY_INLINE void multiply_group_narrow(const std::int8_t* b, std::int64_t block_stride,
+                                      std::int64_t steps, std::int64_t tile_bytes) {
+    _tile_zero(0);
+    _tile_loadd(6, b, 64);
+    _tile_dpbusd(0, 4, 6);
+    if constexpr (kBlocks == 2) {
+        _tile_zero(1);
+        _tile_loadd(7, b + block_stride, 64);
+        _tile_dpbusd(1, 4, 7);
+    }
+    if (steps == 2) {
+        _tile_loadd(6, b + tile_bytes, 64);
+        _tile_dpbusd(0, 5, 6);
+        if constexpr (kBlocks == 2) {
+            _tile_loadd(7, b + block_stride + tile_bytes, 64);
+            _tile_dpbusd(1, 5, 7);
+        }
     }
 }
 
@@ -356,35 +425,81 @@ HWY_INLINE void fold_group(const std::int32_t* c, __m512 unit_g, __m512 sum_g, c
     }
 }
 
-// acc[m] (the block's 16 tokens) = row m · x for one token block. Each group's codes are
-// unpacked while the tile unit multiplies the previous group's, and the sums are folded after.
+// The same for a narrow block: C[m] lane 4t + k is S_k of token t, and `unit_g` carries each
+// lane's digit weight, `sum_g` the tokens' sums in lanes 4t.
+HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 sum_g,
+                                  const float* scale, const float* bias, std::int64_t stride,
+                                  __m512* acc) {
+#pragma GCC unroll 16
+    for (int m = 0; m < kTileRows; ++m) {
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + m * 16)), unit_g);
+        acc[m] = _mm512_fmadd_ps(v, _mm512_set1_ps(scale[m * stride]), acc[m]);
+        acc[m] = _mm512_fmadd_ps(sum_g, _mm512_set1_ps(bias[m * stride]), acc[m]);
+    }
+}
+
+// acc[16k + m] (block tb + k's 16 lanes) = row m · x for kBlocks token blocks (2 only for
+// narrow ones: both take each group's A tiles). Each group's codes are unpacked while the tile
+// unit multiplies the previous group's, and the sums are folded after.
+template <bool kNarrow, int kBlocks>
 HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
                                  std::int64_t row_bytes, std::int64_t tb, __m512* acc) {
+    static_assert(kBlocks == 1 || (kNarrow && kBlocks == 2));
     const WeightMatrix& w = rb.w;
     const std::int64_t n_groups = rb.n_groups;
     const std::int64_t kb = k_bytes(w);
     const std::int64_t steps = steps_of(w);
     const std::int64_t tile_bytes = kb * 16;
     const std::int64_t group_bytes = w.group_size * w.bits / 8;
-    const std::int64_t b_stride = group_tile_bytes(w);
+    const std::int64_t b_stride = group_tile_bytes(w, Layout{kNarrow, kNarrow ? 4 : 16});
     alignas(64) std::uint8_t a[2][2][kTileRows * 64];
-    alignas(64) std::int32_t c[kDigits * kTileRows * kTileTokens];
+    // The sums of two groups: the one just multiplied and the one being folded (narrow: a
+    // C tile per block).
+    constexpr std::int64_t kSums = (kNarrow ? kBlocks : kDigits) * kTileRows * kTileTokens;
+    alignas(64) std::int32_t c[2 * kSums];
     const std::int8_t* b = rb.xa.tiles + tb * n_groups * b_stride;
     const float* unit = rb.xa.unit + tb * n_groups * kTileTokens;
     const float* sum = rb.xa.sum + tb * n_groups * kTileTokens;
-#pragma GCC unroll 16
-    for (int m = 0; m < kTileRows; ++m) acc[m] = _mm512_setzero_ps();
+    const std::int64_t block_stride = n_groups * b_stride;  // B tiles
+    const std::int64_t lane_stride = n_groups * 16;         // units and sums
+#pragma GCC unroll 32
+    for (int m = 0; m < kBlocks * kTileRows; ++m) acc[m] = _mm512_setzero_ps();
     // Rows past the block's end repeat its last row (their sums are dropped).
     const std::uint8_t* rows[kTileRows];
     for (int m = 0; m < kTileRows; ++m)
         rows[m] = codes + std::min<std::int64_t>(m, rb.rows - 1) * row_bytes;
     const std::int64_t prefetch = tb == 0 ? rb.xa.prefetch_bytes : 0;
-    unpack_group(w, rows, 0, a[0][0], a[0][1]);
+    const auto fold = [&](std::int64_t g, const std::int32_t* sums) {
+        const __m512 unit_g = _mm512_loadu_ps(unit + g * 16);
+        const __m512 sum_g = _mm512_loadu_ps(sum + g * 16);
+        if constexpr (kNarrow) {
+            fold_group_narrow(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
+            if constexpr (kBlocks == 2) {
+                fold_group_narrow(sums + 256, _mm512_loadu_ps(unit + lane_stride + g * 16),
+                                  _mm512_loadu_ps(sum + lane_stride + g * 16), rb.scale + g,
+                                  rb.bias + g, n_groups, acc + kTileRows);
+            }
+        } else {
+            fold_group(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
+        }
+    };
+    // 8-bit codes of 16 whole rows are the A tiles as they are.
+    const bool direct = w.bits == 8 && rb.rows == kTileRows;
+    if (!direct) unpack_group(w, rows, 0, a[0][0], a[0][1]);
     for (std::int64_t g = 0; g < n_groups; ++g) {
         const int cur = static_cast<int>(g & 1);
-        _tile_loadd(4, a[cur][0], 64);
-        if (steps == 2) _tile_loadd(5, a[cur][1], 64);
-        multiply_group(b + g * b_stride, steps, tile_bytes);
+        if (direct) {
+            _tile_loadd(4, codes + g * group_bytes, row_bytes);
+            if (steps == 2) _tile_loadd(5, codes + g * group_bytes + 64, row_bytes);
+        } else {
+            _tile_loadd(4, a[cur][0], 64);
+            if (steps == 2) _tile_loadd(5, a[cur][1], 64);
+        }
+        if constexpr (kNarrow) {
+            multiply_group_narrow<kBlocks>(b + g * b_stride, block_stride, steps, tile_bytes);
+        } else {
+            multiply_group(b + g * b_stride, steps, tile_bytes);
+        }
         if (g + 1 < n_groups) {
             if (prefetch > 0 && ((g + 1) * group_bytes) % 64 == 0) {
                 for (int m = 0; m < kTileRows; ++m) {
@@ -393,16 +508,20 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
                         _MM_HINT_T0);
                 }
             }
-            unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
+            if (!direct) unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
         }
-        _tile_stored(0, c, 64);
-        _tile_stored(1, c + 256, 64);
-        _tile_stored(2, c + 512, 64);
-        _tile_stored(3, c + 768, 64);
-        fold_group(c, _mm512_loadu_ps(unit + g * kTileTokens),
-                   _mm512_loadu_ps(sum + g * kTileTokens), rb.scale + g, rb.bias + g, n_groups,
-                   acc);
+        // Fold the previous group's sums, stored an iteration ago, while these are made.
+        if (g > 0) fold(g - 1, c + (cur ^ 1) * kSums);
+        std::int32_t* out = c + cur * kSums;
+        _tile_stored(0, out, 64);
+        if constexpr (kNarrow && kBlocks == 2) _tile_stored(1, out + 256, 64);
+        if constexpr (!kNarrow) {
+            _tile_stored(1, out + 256, 64);
+            _tile_stored(2, out + 512, 64);
+            _tile_stored(3, out + 768, 64);
+        }
     }
+    fold(n_groups - 1, c + ((n_groups - 1) & 1) * kSums);
 }
 
 }  // namespace
@@ -417,6 +536,7 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
     float* scale = row_scratch;
     float* group_bias = row_scratch + kTileRows * n_groups;
     const bool has_bias = bias != nullptr && bias->valid();
+    const Layout layout = layout_of(n);
     configure_tiles(k_bytes(w));
     for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
         const std::int64_t rows = std::min(kTileRows, row_end - r0);
@@ -427,16 +547,35 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
                          group_bias + m * n_groups);
         }
         const RowBlock rb{w, xa, n_groups, scale, group_bias, rows};
-        for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
-            __m512 acc[kTileRows];
-            row_block_tokens(rb, base + r0 * row_bytes, row_bytes, tb, acc);
-            alignas(64) float out[kTileRows][kTileTokens];
-            for (int m = 0; m < kTileRows; ++m) _mm512_store_ps(out[m], acc[m]);
-            const std::int64_t tokens = std::min(kTileTokens, n - tb * kTileTokens);
-            for (std::int64_t m = 0; m < rows; ++m) {
-                const float add = has_bias ? load_scalar(bias->dtype, bias->data, r0 + m) : 0.0f;
-                for (std::int64_t t = 0; t < tokens; ++t) {
-                    y[(tb * kTileTokens + t) * ldy + r0 + m] = out[m][t] + add;
+        const std::int64_t blocks = amx_token_blocks(n);
+        for (std::int64_t tb = 0; tb < blocks;) {
+            // Narrow blocks two at a time where there are two.
+            __m512 acc[2 * kTileRows];
+            const std::int64_t taken = layout.narrow && tb + 1 < blocks ? 2 : 1;
+            const std::uint8_t* codes = base + r0 * row_bytes;
+            if (!layout.narrow) {
+                row_block_tokens<false, 1>(rb, codes, row_bytes, tb, acc);
+            } else if (taken == 2) {
+                row_block_tokens<true, 2>(rb, codes, row_bytes, tb, acc);
+            } else {
+                row_block_tokens<true, 1>(rb, codes, row_bytes, tb, acc);
+            }
+            alignas(64) float out[2 * kTileRows][16];
+            for (int m = 0; m < taken * kTileRows; ++m) _mm512_store_ps(out[m], acc[m]);
+            for (std::int64_t k = 0; k < taken; ++k, ++tb) {
+                const std::int64_t first = tb * layout.block_tokens;
+                const std::int64_t tokens = std::min(layout.block_tokens, n - first);
+                for (std::int64_t m = 0; m < rows; ++m) {
+                    const float add =
+                        has_bias ? load_scalar(bias->dtype, bias->data, r0 + m) : 0.0f;
+                    for (std::int64_t t = 0; t < tokens; ++t) {
+                        // Narrow: the token's four digit lanes, the smallest first.
+                        const float* lanes = out[k * kTileRows + m] + t * kDigits;
+                        const float value = layout.narrow
+                                                ? lanes[0] + (lanes[1] + (lanes[2] + lanes[3]))
+                                                : out[m][t];
+                        y[(first + t) * ldy + r0 + m] = value + add;
+                    }
                 }
             }
         }

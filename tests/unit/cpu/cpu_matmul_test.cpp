@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "model/cpu/cpu_backend.hpp"
@@ -299,26 +300,29 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     }
 }
 
-// AMX tiles (matmul_amx.cpp) for 8-31 tokens and prompts: every format, 4- and 8-bit ones
-// taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads; 17 and
-// 31 tokens are two token blocks, 33 and 70 prompts of 2 and 3 chunks, the last one partial).
-// amx_min_tokens = 2 sends the small batches through the tiles too.
+// AMX tiles (matmul_amx.cpp) for 2-31 tokens and prompts: every format, 4- and 8-bit ones
+// taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads). 2-8
+// tokens are narrow blocks of 4 (5 and 8: two of them), 9-31 wide blocks of 16 (17 and 31: two),
+// 33 and 70 prompts of 2 and 3 chunks, the last one partial. amx_min_tokens = 2 sends 2 tokens
+// through the tiles too.
 TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
     CpuTuning tuning;
     tuning.int16_activations = false;
     tuning.amx_min_tokens = 2;
+    tuning.amx_8bit_min_tokens = 2;
     tuning.amx_bf16_min_tokens = 2;
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
         run_matmul_cases(cpu, "amx threads=" + std::to_string(threads),
-                         {2, 3, 5, 16, 17, 31, 33, 70}, Rounding::kSplitInt8);
+                         {2, 3, 5, 8, 9, 16, 17, 31, 33, 70}, Rounding::kSplitInt8);
     }
 }
 
 // Rows of wide 4-bit, 8-bit and BF16 matrices (more than one 16-row tile per thread, a partial
-// last tile) give the same bits on 1, 3 and 7 threads, and each token of a batch is within f32
-// rounding of what the one-token split-int8 kernel gives it alone.
+// last tile) give the same bits on 1, 3 and 7 threads, and each token of a batch (7 tokens: two
+// narrow blocks; 19: two wide ones) is within f32 rounding of what the one-token split-int8
+// kernel gives it alone.
 TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
     CpuTuning tuning;
@@ -330,39 +334,46 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
             auto w = bits == 16 ? test::make_plain_weight(DType::kBF16, 83, 1152, 57, 0)
                                 : test::make_quant_weight(bits, group, DType::kF16, 83, 1152,
                                                           40 + bits + group, 0);
-            const std::int64_t n = 19;
-            const auto x = test::random_floats(static_cast<std::size_t>(n * 1152), 9);
-            std::vector<std::vector<float>> ys;
-            for (int threads : {1, 3, 7}) {
-                CpuBackend cpu(BackendOptions{threads}, tuning);
-                ys.emplace_back(static_cast<std::size_t>(n * 83), NAN);
-                cpu.matmul(w.view, x.data(), n, ys.back().data());
-            }
-            const std::string what =
-                bits == 16 ? std::string("bf16")
-                           : "q" + std::to_string(bits) + " g" + std::to_string(group);
-            EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)), 0)
-                << what;
-            EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)), 0)
-                << what;
-            CpuBackend cpu(BackendOptions{2}, tuning);
-            for (std::int64_t t : {0, 7, 18}) {
-                std::vector<float> alone(83);
-                cpu.matmul(w.view, x.data() + t * 1152, 1, alone.data());
-                for (std::int64_t r = 0; r < 83; ++r) {
-                    // Alone, 4-bit rows take the same digits (split-int8): the sums differ by
-                    // f32 rounding only. 8-bit rows take f32 activations: plus the digits'.
-                    // BF16 rows: f32 rounding in another order.
-                    double magnitude = 0.0;
-                    for (std::int64_t c = 0; c < 1152; ++c) {
-                        magnitude +=
-                            std::abs(static_cast<double>(x[t * 1152 + c]) * w.dense[r * 1152 + c]);
+            for (const std::int64_t n : {7, 19}) {
+                if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
+                const auto x = test::random_floats(static_cast<std::size_t>(n * 1152), 9);
+                std::vector<std::vector<float>> ys;
+                for (int threads : {1, 3, 7}) {
+                    CpuBackend cpu(BackendOptions{threads}, tuning);
+                    ys.emplace_back(static_cast<std::size_t>(n * 83), NAN);
+                    cpu.matmul(w.view, x.data(), n, ys.back().data());
+                }
+                std::ostringstream what_stream;
+                if (bits == 16) {
+                    what_stream << "bf16";
+                } else {
+                    what_stream << "q" << bits << " g" << group;
+                }
+                what_stream << " n=" << n;
+                const std::string what = what_stream.str();
+                EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)), 0)
+                    << what;
+                EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)), 0)
+                    << what;
+                CpuBackend cpu(BackendOptions{2}, tuning);
+                for (std::int64_t t : {std::int64_t{0}, n / 2, n - 1}) {
+                    std::vector<float> alone(83);
+                    cpu.matmul(w.view, x.data() + t * 1152, 1, alone.data());
+                    for (std::int64_t r = 0; r < 83; ++r) {
+                        // Alone, 4-bit rows take the same digits (split-int8): the sums differ by
+                        // f32 rounding only. 8-bit rows take f32 activations: plus the digits'.
+                        // BF16 rows: f32 rounding in another order.
+                        double magnitude = 0.0;
+                        for (std::int64_t c = 0; c < 1152; ++c) {
+                            magnitude += std::abs(static_cast<double>(x[t * 1152 + c]) *
+                                                  w.dense[r * 1152 + c]);
+                        }
+                        const double tol =
+                            (bits == 16 ? 1e-6 : 2e-7) * magnitude +
+                            (bits == 8 ? rounding_bound(w, x, t, r, Rounding::kSplitInt8) : 0.0);
+                        EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
+                            << what << " t=" << t << " r=" << r;
                     }
-                    const double tol =
-                        (bits == 16 ? 1e-6 : 2e-7) * magnitude +
-                        (bits == 8 ? rounding_bound(w, x, t, r, Rounding::kSplitInt8) : 0.0);
-                    EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
-                        << what << " t=" << t << " r=" << r;
                 }
             }
         }

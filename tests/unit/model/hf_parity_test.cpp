@@ -92,12 +92,17 @@ protected:
     LayerRange all() const { return {0, case_.n_layers}; }
     // How far two runs of the same tokens may differ when only the batch composition or the
     // cache history changes. The reference backend is deterministic per row, so bitwise; the
-    // optimized backend switches between GEMV and blocked GEMM with the row count, which
-    // reorders f32 sums (observed up to ~6e-6 on logits of magnitude ~8).
+    // optimized backend picks its kernels by the row count (GEMV, AMX tiles of 4 or 16 tokens,
+    // blocked GEMM), which reorders f32 sums (observed up to ~6e-6 on logits of magnitude ~8,
+    // 1.5e-5 on llama_q4g64). Each order is within the model's f32 noise of the exact result,
+    // which the fixture measures as HF's float32 against float64 on a probe prompt
+    // (f32_vs_f64_max_abs): two orders may differ by a few times that.
     float consistency_tolerance() const {
         if (std::get<1>(GetParam()) == BackendKind::kReference) return 0.0f;
-        const double max_logit = case_.expected["tolerance"].value("max_abs_logit", 1.0);
-        return static_cast<float>(2e-6 * std::max(1.0, max_logit));
+        const auto& tolerance = case_.expected["tolerance"];
+        const double max_logit = tolerance.value("max_abs_logit", 1.0);
+        const double f32_noise = tolerance.value("f32_vs_f64_max_abs", 0.0);
+        return static_cast<float>(std::max(2e-6 * std::max(1.0, max_logit), 3.0 * f32_noise));
     }
 
     // Every prompt's logits at every position within `tolerance` of Hugging Face's.
