@@ -299,8 +299,8 @@ HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* c
     if (w.bits == 4 && w.group_size == 64) {
         // The row's 32 bytes in both halves, shifted right by 0 (low half: even elements) and
         // 4 bits (high half: odd ones).
-        const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(0), 0);
-        const __m512i by = _mm512_mask_blend_epi64(0xF0, shifts, _mm512_set1_epi16(4));
+        const __m512i by =
+            _mm512_mask_blend_epi64(0xF0, _mm512_setzero_si512(), _mm512_set1_epi16(4));
         for (int m = 0; m < kTileRows; ++m) {
             const __m512i v = _mm512_broadcast_i64x4(
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[m] + g * 32)));
@@ -372,7 +372,6 @@ HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::in
     }
 }
 
-// C_0 (the narrow block's 4 tokens x 4 digits) of one group for 16 rows.
 // C_0 (and C_1): each narrow block's 4 tokens x 4 digits for one group and 16 rows, block k's
 // B tiles at b + k * block_stride.
 template <int kBlocks>
