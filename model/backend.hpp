@@ -242,8 +242,9 @@ struct BackendOptions {
     // f32 kernels (for comparison).
     bool cpu_split_int8_activations = true;
     // kCpu, where the CPU and OS offer AMX tiles (Xeon from Sapphire Rapids on, Linux 5.16+):
-    // decode batches of 8-31 tokens and prompts on 4/8-bit (with the split-int8 digits) and BF16
-    // weights go through tile multiplies (model/cpu/matmul_amx*.cpp). false: never.
+    // decode batches (4-bit weights from 3 tokens, 8-bit from 4, BF16 from 12; up to 31) and
+    // prompts on 4/8-bit (with the split-int8 digits) and BF16 weights go through tile
+    // multiplies (model/cpu/matmul_amx*.cpp). false: never.
     bool cpu_amx = true;
 };
 

@@ -138,12 +138,12 @@ void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
                           const SplitInt8Activations& xa, std::int64_t row_begin,
                           std::int64_t row_end, const WeightVector* bias, float* y);
 
-// Decode of 2-31 tokens (3 on by default) on 4- and 8-bit weights through AMX tiles
-// (matmul_amx.cpp; x86 with AMX-INT8, AVX-512 and Linux's permission), the activations split into
-// split-int8's digits. `prepare_amx_activations` fills, for weight groups [group_begin, group_end)
-// of all n tokens, the B tiles (`tiles`, amx_tile_bytes) and per token block, group and token the
-// unit and f32 sum ([amx_token_blocks(n)][n_groups][16] each, 0 past n), through the split-int8
-// layout in `staging` (amx_staging_bytes; staging_unit and staging_sum [n, n_groups]).
+// Decode of 2-31 tokens (by default from 3 on 4-bit, 4 on 8-bit) on 4- and 8-bit weights through
+// AMX tiles (matmul_amx.cpp; x86 with AMX-INT8, AVX-512 and Linux's permission), the activations
+// split into split-int8's digits. `prepare_amx_activations` fills, for weight groups [group_begin,
+// group_end) of all n tokens, the B tiles (`tiles`, amx_tile_bytes) and per token block, group and
+// token the unit and f32 sum ([amx_token_blocks(n)][n_groups][16] each, 0 past n), through the
+// split-int8 layout in `staging` (amx_staging_bytes; staging_unit and staging_sum [n, n_groups]).
 struct AmxBuffers {
     std::int8_t* staging = nullptr;
     float* staging_unit = nullptr;

@@ -97,7 +97,16 @@ struct Layout {
 Layout layout_of(std::int64_t n) {
     return n <= kNarrowMaxTokens ? Layout{true, 4} : Layout{false, kTileTokens};
 }
-constexpr float kDigitWeight[kDigits] = {131072.0f, 2048.0f, 32.0f, 1.0f};
+// Digit k's weight in units (unit = step · 2^-kPosition[last]): 2^(kPosition[last] - kPosition[k]).
+constexpr auto kDigitWeight = [] {
+    std::array<float, kDigits> weight{};
+    for (int k = 0; k < kDigits; ++k) {
+        weight[k] = static_cast<float>(
+            1u << (split_int8::kPosition[kDigits - 1] - split_int8::kPosition[k]));
+    }
+    return weight;
+}();
+static_assert(kDigitWeight[0] == 131072.0f && kDigitWeight[kDigits - 1] == 1.0f);
 // Bytes of one group's B tiles for a token block: wide, 4 digits x group x 16 tokens; narrow,
 // group x 4 tokens x 4 digits.
 std::int64_t group_tile_bytes(const WeightMatrix& w, Layout layout) {

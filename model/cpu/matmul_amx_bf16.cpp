@@ -36,6 +36,8 @@ constexpr std::int64_t kStep = 32;    // columns a tile multiply takes
 constexpr std::int64_t kTerms = 3;    // bf16 terms per activation
 constexpr std::int64_t kTileBytes = 1024;
 std::int64_t n_steps(const WeightMatrix& w) { return w.cols / kStep; }
+// Blocks of 16 tokens always (the int8 kernel's amx_token_blocks has narrow ones too).
+std::int64_t token_blocks(std::int64_t n) { return (n + kTokens - 1) / kTokens; }
 }  // namespace
 
 bool amx_bf16_kernel_supports(const WeightMatrix& w) {
@@ -48,7 +50,7 @@ std::int64_t amx_bf16_row_scratch_floats(const WeightMatrix& w) {
 }
 
 std::int64_t amx_bf16_tile_bytes(const WeightMatrix& w, std::int64_t n) {
-    return amx_token_blocks(n) * n_steps(w) * kTerms * kTileBytes;
+    return token_blocks(n) * n_steps(w) * kTerms * kTileBytes;
 }
 
 #if BRIGADE_INT8_X86
@@ -77,7 +79,7 @@ void prepare_amx_bf16_activations(const WeightMatrix& w, const float* x, std::in
                                   std::uint16_t* tiles) {
     const std::int64_t steps = n_steps(w);
     constexpr std::int64_t kHalves = kTileBytes / 2;
-    for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
+    for (std::int64_t tb = 0; tb < token_blocks(n); ++tb) {
         for (std::int64_t s = step_begin; s < step_end; ++s) {
             std::uint16_t* b = tiles + (tb * steps + s) * kTerms * kHalves;
             std::fill(b, b + kTerms * kHalves, std::uint16_t{0});
@@ -186,7 +188,7 @@ void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::
             std::memcpy(padded, base + r0 * row_bytes, static_cast<std::size_t>(rows * row_bytes));
             blk.a0 = padded;
         }
-        for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
+        for (std::int64_t tb = 0; tb < token_blocks(n); ++tb) {
             alignas(64) float out[2 * kRows * kTokens];
             multiply_rows(blk, tiles + tb * steps * kTerms * (kTileBytes / 2), steps,
                           rows < kRows ? 0 : prefetch_bytes, out);

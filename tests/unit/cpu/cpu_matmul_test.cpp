@@ -386,6 +386,10 @@ TEST(CpuMatmul, AmxBf16TermsSumToEachActivation) {
     if (!amx_bf16_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-BF16 tiles";
     auto w = test::make_plain_weight(DType::kBF16, 3, 96, 1, 0);
     const std::int64_t n = 19, steps = 96 / 32;
+    // BF16 blocks hold 16 tokens whatever the batch (the int8 kernel's narrow blocks of 4 do
+    // not apply): 5 tokens take one block of 3 terms x 1 KiB tiles per step, 19 take two.
+    EXPECT_EQ(amx_bf16_tile_bytes(w.view, 5), steps * 3 * 1024);
+    EXPECT_EQ(amx_bf16_tile_bytes(w.view, n), 2 * steps * 3 * 1024);
     auto x = test::random_floats(static_cast<std::size_t>(n * 96), 5, -100.0f, 100.0f);
     x[7] = 1.0f + 0x1p-10f + 0x1p-19f + 0x1p-23f;  // needs all three terms
     std::vector<std::uint16_t> tiles(static_cast<std::size_t>(amx_bf16_tile_bytes(w.view, n) / 2),
