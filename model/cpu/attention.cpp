@@ -315,8 +315,12 @@ HWY_INLINE hn::Vec<DF> exp_nonpositive(hn::Vec<DF> x) {
     const DF df;
     const hn::RebindToSigned<DF> di;
     x = hn::Max(x, hn::Set(df, -87.0f));
-    const auto n = hn::NearestInt(hn::Mul(x, hn::Set(df, 1.44269504088896341f)));
-    const auto nf = hn::ConvertTo(df, n);
+    // n = x·log2(e) rounded to the nearest integer, ties to even, as a float and in the low
+    // mantissa bits of `shifted`: adding 1.5 * 2^23 leaves no fraction bits (the same n as a
+    // rounding conversion, in 2 operations where NearestInt's overflow fix-ups take 5).
+    const auto shifter = hn::Set(df, 12582912.0f);
+    const auto shifted = hn::Add(hn::Mul(x, hn::Set(df, 1.44269504088896341f)), shifter);
+    const auto nf = hn::Sub(shifted, shifter);
     auto r = hn::MulAdd(nf, hn::Set(df, -0.693145751953125f), x);  // ln2's high bits, exact
     r = hn::MulAdd(nf, hn::Set(df, -1.428606765330187e-06f), r);   // and the rest
     auto p = hn::Set(df, 1.0f / 5040.0f);
@@ -327,8 +331,26 @@ HWY_INLINE hn::Vec<DF> exp_nonpositive(hn::Vec<DF> x) {
     p = hn::MulAdd(p, r, hn::Set(df, 0.5f));
     p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
     p = hn::MulAdd(p, r, hn::Set(df, 1.0f));
-    const auto scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(n, hn::Set(di, 127))));
+    // 2^n: the shifter's own bits (0x4B400000) shift out past bit 31, leaving (n + 127) << 23.
+    const auto scale =
+        hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, shifted), hn::Set(di, 127))));
     return hn::Mul(p, scale);
+}
+
+// Whether any of x[0..n) is above m.
+HWY_INLINE bool any_above(const float* x, std::int64_t n, float m) {
+    const DF df;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(df));
+    std::int64_t i = 0;
+    if (n >= lanes) {
+        auto vm = hn::LoadU(df, x);
+        for (i = lanes; i + lanes <= n; i += lanes) vm = hn::Max(vm, hn::LoadU(df, x + i));
+        if (!hn::AllFalse(df, hn::Gt(vm, hn::Set(df, m)))) return true;
+    }
+    for (; i < n; ++i) {
+        if (x[i] > m) return true;
+    }
+    return false;
 }
 
 // scores[0..n) = exp(scores - m); returns their sum.
@@ -490,19 +512,29 @@ HWY_INLINE void update_softmax(float* scores, std::int64_t rows, std::int64_t co
     float m_new[kAttentionRowChunk];
     float shift[kPadded];
     std::fill(shift, shift + kPadded, 0.0f);
+    bool any_new_max = false;
     for (std::int64_t r = 0; r < rows; ++r) {
-        m_new[r] = std::max(m[r], max_of_floats(scores + r * kAttentionKeyBlock, count));
+        const float* s = scores + r * kAttentionKeyBlock;
+        // Past the first few blocks a row's maximum rarely moves: a compare of the block's
+        // lanes against it settles that without a horizontal reduction, and keep[r] is 1.
+        if (m[r] != -INFINITY && !any_above(s, count, m[r])) {
+            m_new[r] = m[r];
+            continue;
+        }
+        m_new[r] = std::max(m[r], max_of_floats(s, count));
         // Past Exp's range below -104 (and -inf on the first block), e^x is 0 in f32 anyway.
         shift[r] = std::max(m[r] - m_new[r], -104.0f);
+        any_new_max = true;
     }
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
     float e[kPadded];
-    for (std::int64_t r = 0; r < rows; r += n) {
+    std::fill(e, e + kPadded, 1.0f);
+    for (std::int64_t r = 0; any_new_max && r < rows; r += n) {
         hn::StoreU(hn::Exp(df, hn::LoadU(df, shift + r)), df, e + r);
     }
     for (std::int64_t r = 0; r < rows; ++r) {
-        keep[r] = m[r] == -INFINITY ? 0.0f : e[r];
+        keep[r] = m[r] == -INFINITY ? 0.0f : m_new[r] == m[r] ? 1.0f : e[r];
         l[r] = l[r] * keep[r] + exp_shifted(scores + r * kAttentionKeyBlock, count, m_new[r]);
         m[r] = m_new[r];
     }

@@ -250,6 +250,66 @@ TEST(CpuOps, AttentionReadsF16AndTiledKeys) {
     }
 }
 
+// The online softmax keeps a row's running maximum and rescales what it summed only when a
+// key block holds a larger score. Keys whose scores grow along the context move the maximum in
+// every block; shrinking ones never after the first; a spike (a key along the queries, scores
+// ~100 above the rest: e^100 overflows f32 if the maximum is not followed) moves it once,
+// mid-context. Each against the reference, f16 keys in tiles and f32 keys in rows, one thread
+// and split-K.
+TEST(CpuOps, AttentionFollowsTheMaximumAcrossKeyBlocks) {
+    const AttnCase c{1, 700, 14, 2, 64, 699};
+    const auto q = test::random_floats(static_cast<std::size_t>(c.n_heads * c.head_dim), 21);
+    const auto v =
+        test::random_floats(static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), 22);
+    const std::int64_t kv_dim = c.n_kv_heads * c.head_dim;
+    const std::int64_t group = c.n_heads / c.n_kv_heads;
+    auto ref = reference();
+    for (const std::string_view shape : {"growing", "shrinking", "spike"}) {
+        auto k = test::random_floats(static_cast<std::size_t>(c.n_kv * kv_dim), 23);
+        for (std::int64_t j = 0; j < c.n_kv; ++j) {
+            const float x = static_cast<float>(j) / static_cast<float>(c.n_kv);
+            const float gain = shape == "growing"     ? 0.2f + 2.0f * x
+                               : shape == "shrinking" ? 2.2f - 2.0f * x
+                                                      : 0.5f;
+            for (std::int64_t e = 0; e < kv_dim; ++e) {
+                float& ke = k[static_cast<std::size_t>(j * kv_dim + e)];
+                // Key 400 of each KV head: 10x the first query of its group.
+                ke = shape == "spike" && j == 400
+                         ? 10.0f * q[static_cast<std::size_t>(e / c.head_dim * group * c.head_dim +
+                                                              e % c.head_dim)]
+                         : ke * gain;
+            }
+        }
+        std::vector<std::uint16_t> k16(k.size()), v16(v.size());
+        for (std::size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]);
+        for (std::size_t i = 0; i < v.size(); ++i) v16[i] = f32_to_f16(v[i]);
+        const auto k16_tiled = tile_keys<std::uint16_t>(k16, c.n_kv, kv_dim, 0x7E00);
+        for (const bool f16 : {false, true}) {
+            AttentionArgs a = attention_args(c, q, k, v);
+            if (f16) {
+                a.k = k16_tiled.data();
+                a.v = v16.data();
+                a.kv_dtype = DType::kF16;
+                a.k_layout = KeyLayout::kTiles;
+            }
+            std::vector<float> want(q.size(), NAN);
+            a.out = want.data();
+            ref->attention(a);
+            for (const std::int64_t min_keys : {std::int64_t{1} << 20, std::int64_t{64}}) {
+                CpuTuning tuning;
+                tuning.min_keys_per_split = min_keys;
+                CpuBackend cpu(BackendOptions{min_keys == 64 ? 3 : 1}, tuning);
+                std::vector<float> out(q.size(), NAN);
+                a.out = out.data();
+                cpu.attention(a);
+                expect_all_near(out, want, 2e-5, 1e-5,
+                                std::string(shape) + (f16 ? " f16 tiled" : " f32") +
+                                    " min_keys=" + std::to_string(min_keys));
+            }
+        }
+    }
+}
+
 // A decode batch's attention in one call (one parallel region for all sequences) gives every
 // sequence exactly the floats of its own attention call: same tiles, same splits, same merges.
 // Sequences differ in context (no split, split, split with empty tails), query count and GQA
