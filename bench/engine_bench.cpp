@@ -26,11 +26,13 @@
 //
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
-// print both speeds; the same after each batch of --batches, and for each of --prompts. The lent
+// print both speeds; the same after each batch of --batches, for each of --prompts and after each
+// of --contexts (twice the context's steps, after 4 untimed ones). The lent
 // VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so two separate runs cannot resolve
 // a change of a few percent; steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped), prefetch-bytes=N,
-// attention-min-keys=N (min_keys_per_split), chunks-per-thread=N (max_chunks_per_thread), or none
+// attention-min-keys=N (min_keys_per_split), attention-splits=N (attention_splits_per_thread),
+// chunks-per-thread=N (max_chunks_per_thread), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
 //
@@ -274,6 +276,8 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
         tuning.prefetch_bytes = number;
     } else if (name == "attention-min-keys" && number > 0) {
         tuning.min_keys_per_split = number;
+    } else if (name == "attention-splits" && number > 0) {
+        tuning.attention_splits_per_thread = number;
     } else if (name == "chunks-per-thread" && number > 0) {
         tuning.max_chunks_per_thread = number;
     } else {
@@ -524,11 +528,12 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     // Long contexts: K/V of `ctx` positions filled directly, then n_decode tokens decoded.
     for (int ctx : contexts) {
         const std::uint64_t seq = 1000;
-        if (!s.kv_cache().reserve(seq, ctx + n_decode)) return false;
+        const int n_ctx_decode = std::max(4, n_decode / 2);
+        // (--ab decodes 4 + 2 * n_ctx_decode more steps.)
+        if (!s.kv_cache().reserve(seq, ctx + 3 * n_ctx_decode + 4)) return false;
         fill_kv(s.kv_cache(), seq, shape.layers,
                 static_cast<std::int64_t>(shape.kv_heads) * shape.head_dim, ctx);
         s.kv_cache().set_length(seq, ctx);
-        const int n_ctx_decode = std::max(4, n_decode / 2);
         t0 = Clock::now();
         for (int step = 0; step < n_ctx_decode; ++step) {
             if (!s.run_layers({entry(seq, {(step * 31) % shape.vocab}, ctx + step)}, {}, out)) {
@@ -536,6 +541,25 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
             }
         }
         const double secs = seconds_since(t0) / n_ctx_decode;
+        if (!ab.empty() && cpu_tunable != nullptr) {
+            // As for one sequence: after 4 untimed steps, A B B A over twice as many steps.
+            const cpu::CpuTuning a = cpu_tunable->tuning();
+            const cpu::CpuTuning knob = knob_applied(a, ab).value_or(a);
+            double ab_seconds[2] = {0.0, 0.0};
+            for (int step = 0; step < 4 + 2 * n_ctx_decode; ++step) {
+                const int v = (step % 4 == 1 || step % 4 == 2) ? 1 : 0;
+                cpu_tunable->set_tuning(v == 0 ? a : knob);
+                t0 = Clock::now();
+                const int pos = ctx + n_ctx_decode + step;
+                if (!s.run_layers({entry(seq, {(step * 31) % shape.vocab}, pos)}, {}, out)) {
+                    return false;
+                }
+                if (step >= 4) ab_seconds[v] += seconds_since(t0);
+            }
+            cpu_tunable->set_tuning(a);
+            r.ctx_ab_a_tps.push_back(n_ctx_decode / ab_seconds[0]);
+            r.ctx_ab_b_tps.push_back(n_ctx_decode / ab_seconds[1]);
+        }
         s.kv_cache().release(seq);
         r.contexts.push_back(ctx);
         r.ctx_tps.push_back(1.0 / secs);

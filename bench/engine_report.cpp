@@ -88,6 +88,11 @@ void print_tables(const std::vector<EngineResult>& results, double bw) {
                             r.format.c_str(), r.prompts[i], r.ab.c_str(), r.pp_ab_a_tps[i],
                             r.pp_ab_b_tps[i], r.pp_ab_b_tps[i] / r.pp_ab_a_tps[i]);
             }
+            for (std::size_t i = 0; i < r.ctx_ab_a_tps.size(); ++i) {
+                std::printf("| %s | %s context %d | %s | %.2f | %.2f | %.3f |\n", r.model.c_str(),
+                            r.format.c_str(), r.contexts[i], r.ab.c_str(), r.ctx_ab_a_tps[i],
+                            r.ctx_ab_b_tps[i], r.ctx_ab_b_tps[i] / r.ctx_ab_a_tps[i]);
+            }
         }
     }
     std::printf(
@@ -149,6 +154,11 @@ void write_json(const std::string& path, const std::vector<EngineResult>& result
                 c["ab"]["batched"].push_back({{"sequences", r.batches[i]},
                                               {"a_tok_s", r.tgb_ab_a_tps[i]},
                                               {"b_tok_s", r.tgb_ab_b_tps[i]}});
+            }
+            for (std::size_t i = 0; i < r.ctx_ab_a_tps.size(); ++i) {
+                c["ab"]["long_context"].push_back({{"context", r.contexts[i]},
+                                                   {"a_tok_s", r.ctx_ab_a_tps[i]},
+                                                   {"b_tok_s", r.ctx_ab_b_tps[i]}});
             }
         }
         for (std::size_t i = 0; i < r.contexts.size(); ++i) {

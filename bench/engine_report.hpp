@@ -33,6 +33,8 @@ struct EngineResult {
     std::vector<double> tgb_ab_a_tps, tgb_ab_b_tps;
     // --ab: the same for each prompt of `prompts` (prompt tok/s).
     std::vector<double> pp_ab_a_tps, pp_ab_b_tps;
+    // --ab: the same for each context of `contexts` (one sequence's tok/s).
+    std::vector<double> ctx_ab_a_tps, ctx_ab_b_tps;
 };
 
 // Fills in every bandwidth bound of a case from the read bandwidth (bytes/s). Bounds are set

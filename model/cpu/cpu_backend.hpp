@@ -86,6 +86,10 @@ struct CpuTuning {
     // halved Qwen2.5-0.5B's decode attention at ~530 positions (47 -> 20-23 µs per layer: 4
     // splits became 16); Llama-3.2-1B (8 KV heads per tile) was unchanged.
     std::int64_t min_keys_per_split = 64;
+    // A context long enough is split into about this many tiles per thread (claimed
+    // dynamically), so a thread slowed by its hyperthread sibling holds up the step by less
+    // than a whole share.
+    std::int64_t attention_splits_per_thread = 2;
     // A decode matmul (or fused op) is cut into up to this many chunks per thread, claimed
     // dynamically. Small chunks let the threads finish together: on a 16-vCPU VM whose vCPUs
     // are hyperthread pairs, a thread runs at half speed while its sibling works, and the last
