@@ -31,7 +31,8 @@
 // VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so two separate runs cannot resolve
 // a change of a few percent; steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped), prefetch-bytes=N,
-// attention-min-keys=N (min_keys_per_split), attention-splits=N (attention_splits_per_thread),
+// attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
+// long-split-keys=N (min_keys_per_long_split),
 // chunks-per-thread=N (max_chunks_per_thread), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
@@ -277,7 +278,9 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
     } else if (name == "attention-min-keys" && number > 0) {
         tuning.min_keys_per_split = number;
     } else if (name == "attention-splits" && number > 0) {
-        tuning.attention_splits_per_thread = number;
+        tuning.long_context_splits_per_thread = number;
+    } else if (name == "long-split-keys" && number > 0) {
+        tuning.min_keys_per_long_split = number;
     } else if (name == "chunks-per-thread" && number > 0) {
         tuning.max_chunks_per_thread = number;
     } else {

@@ -86,10 +86,15 @@ struct CpuTuning {
     // halved Qwen2.5-0.5B's decode attention at ~530 positions (47 -> 20-23 µs per layer: 4
     // splits became 16); Llama-3.2-1B (8 KV heads per tile) was unchanged.
     std::int64_t min_keys_per_split = 64;
-    // A context long enough is split into about this many tiles per thread (claimed
-    // dynamically), so a thread slowed by its hyperthread sibling holds up the step by less
-    // than a whole share.
-    std::int64_t attention_splits_per_thread = 2;
+    // A decode context is split into about two tiles per thread (claimed dynamically), and
+    // into up to this many per thread while each split keeps min_keys_per_long_split keys: a
+    // thread slowed by its hyperthread sibling then holds up the step by a smaller share.
+    // Measured on the lent 16-vCPU Xeon (bench/RESULTS.md, session 19, engine_bench --ab,
+    // three rounds), 4 against 2 per thread: 32k positions +7-13% (Qwen2.5-0.5B q4) and +4-11%
+    // (Llama-3.2-1B q4), 8k +4-6%; with splits of 32-64 keys (2k-4k) Qwen was 2-5% slower,
+    // hence the minimum; 8 per thread gained less at 32k and lost at 8k.
+    std::int64_t long_context_splits_per_thread = 4;
+    std::int64_t min_keys_per_long_split = 128;
     // A decode matmul (or fused op) is cut into up to this many chunks per thread, claimed
     // dynamically. Small chunks let the threads finish together: on a 16-vCPU VM whose vCPUs
     // are hyperthread pairs, a thread runs at half speed while its sibling works, and the last

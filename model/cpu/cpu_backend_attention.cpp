@@ -43,8 +43,13 @@ CpuBackend::AttentionPlan CpuBackend::plan_attention(const AttentionArgs& a) con
         const std::int64_t min_keys =
             std::max<std::int64_t>(16, tuning_.min_keys_per_split / p.heads_per_tile);
         const std::int64_t max_splits = std::max<std::int64_t>(1, a.n_kv / min_keys);
-        const std::int64_t want = ceil_div(
-            std::max<std::int64_t>(1, tuning_.attention_splits_per_thread) * n_threads, p.n_items);
+        // About two splits per thread; long contexts more, while each keeps min_keys_per_long_split
+        // keys, so a thread slowed by its hyperthread sibling holds up the step by less.
+        std::int64_t want = ceil_div(2 * n_threads, p.n_items);
+        const std::int64_t long_splits =
+            std::min(ceil_div(tuning_.long_context_splits_per_thread * n_threads, p.n_items),
+                     a.n_kv / std::max<std::int64_t>(1, tuning_.min_keys_per_long_split));
+        want = std::max(want, long_splits);
         p.n_splits = std::clamp<std::int64_t>(max_splits, 1, want);
         if (p.n_splits * p.n_items > n_threads) {
             p.n_splits = std::max<std::int64_t>(
