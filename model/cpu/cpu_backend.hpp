@@ -89,10 +89,12 @@ struct CpuTuning {
     // A decode context is split into about two tiles per thread (claimed dynamically), and
     // into up to this many per thread while each split keeps min_keys_per_long_split keys: a
     // thread slowed by its hyperthread sibling then holds up the step by a smaller share.
-    // Measured on the lent 16-vCPU Xeon (bench/RESULTS.md, session 19, engine_bench --ab,
-    // three rounds), 4 against 2 per thread: 32k positions +7-13% (Qwen2.5-0.5B q4) and +4-11%
-    // (Llama-3.2-1B q4), 8k +4-6%; with splits of 32-64 keys (2k-4k) Qwen was 2-5% slower,
-    // hence the minimum; 8 per thread gained less at 32k and lost at 8k.
+    // Measured on the lent 16-vCPU Xeons (bench/RESULTS.md, session 19, engine_bench --ab,
+    // q4, three rounds each), 4 against 2 per thread: 32k positions +7-13% (Qwen2.5-0.5B) and
+    // +4-11% (Llama-3.2-1B), 8k +4-6% in run 55; with splits of 32-64 keys (2k-4k) Qwen was
+    // 2-5% slower (run 56), hence the minimum; 8 per thread gained no more at 32k and lost at
+    // 8k. This rule against 2 per thread on another machine (run 57): 32k +1-9% in 5 of 6,
+    // 2k-8k within the spread.
     std::int64_t long_context_splits_per_thread = 4;
     std::int64_t min_keys_per_long_split = 128;
     // A decode matmul (or fused op) is cut into up to this many chunks per thread, claimed
