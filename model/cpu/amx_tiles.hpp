@@ -15,4 +15,12 @@ struct AmxTileConfig {
 };
 static_assert(sizeof(AmxTileConfig) == 64);
 
+// Call right before _tile_loadconfig(&cfg). GCC's _tile_loadconfig reads the 64 bytes through
+// its own struct type, so by type-based alias analysis the stores that filled an AmxTileConfig
+// may be dropped as dead: an experiment of session 19 (bench/RESULTS.md) got an LDTILECFG of a
+// bare palette, and its first tile instruction faulted. The barrier makes the stores happen.
+inline void publish_tile_config(const AmxTileConfig& cfg) {
+    asm volatile("" : : "r"(&cfg) : "memory");
+}
+
 }  // namespace brigade::model::cpu

@@ -269,6 +269,7 @@ void configure_tiles(std::int64_t kb) {
         cfg.rows[t] = static_cast<std::uint8_t>(kb / 4);
         cfg.colsb[t] = 64;
     }
+    publish_tile_config(cfg);
     _tile_loadconfig(&cfg);
 }
 

@@ -113,6 +113,7 @@ void configure_tiles() {
         cfg.rows[t] = kRows;
         cfg.colsb[t] = 64;
     }
+    publish_tile_config(cfg);
     _tile_loadconfig(&cfg);
 }
 
