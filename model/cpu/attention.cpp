@@ -624,108 +624,11 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     }
 }
 
-// acc_r = acc_r * keep[r] + add_r for `rows` rows of d floats.
-HWY_INLINE void rescale_add(float* HWY_RESTRICT acc, const float* keep, const float* add,
-                            std::int64_t rows, std::int64_t d) {
-    const DF df;
-    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const auto vk = hn::Set(df, keep[r]);
-        float* o = acc + r * d;
-        const float* x = add + r * d;
-        std::int64_t c = 0;
-        for (; c + n <= d; c += n) {
-            hn::StoreU(hn::MulAdd(hn::LoadU(df, o + c), vk, hn::LoadU(df, x + c)), df, o + c);
-        }
-        for (; c < d; ++c) o[c] = o[c] * keep[r] + x[c];
-    }
-}
-
-// attention_tile_of for a prompt's tile (f16 keys in tiles) through AMX tiles
-// (attention_amx.cpp): per KV head, every row group's query terms are staged once, then each
-// key block's keys and values once for all row groups; QKᵀ and P·V of 16 rows at a time go
-// through the tiles, the online softmax (update_softmax, per query: its causal limit) here.
-void attention_tile_amx(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                        float* acc, float* scratch) {
-    const std::int64_t group = a.n_heads / a.n_kv_heads;
-    const std::int64_t d = a.head_dim;
-    const std::int64_t n_rows = tile.n_rows(group);
-    const std::int64_t q_rows = (tile.q_end - tile.q_begin) * group;  // rows per KV head
-    std::fill(m, m + n_rows, -INFINITY);
-    std::fill(l, l + n_rows, 0.0f);
-    std::fill(acc, acc + n_rows * d, 0.0f);
-    const std::int64_t kv_stride = a.n_kv_heads * d;
-    const AmxAttentionScratch s = amx_attention_scratch(scratch, d, q_rows);
-    const std::int64_t n_groups = (q_rows + kAttentionAmxRows - 1) / kAttentionAmxRows;
-    // Row j of a KV head is head j % group of query q_begin + j / group, which sees keys
-    // [0, limit(j)).
-    auto limit = [&](std::int64_t j) { return a.q_pos0 + tile.q_begin + j / group + 1; };
-    const auto* k16 = static_cast<const std::uint16_t*>(a.k);
-    const auto* v16 = static_cast<const std::uint16_t*>(a.v);
-    amx_attention_configure();
-    for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {
-        const std::int64_t row0 = (kvh - tile.kv_head_begin) * q_rows;
-        for (std::int64_t g = 0; g < n_groups; ++g) {
-            const float* rows[kAttentionAmxRows];
-            const std::int64_t n = std::min(kAttentionAmxRows, q_rows - g * kAttentionAmxRows);
-            for (std::int64_t r = 0; r < n; ++r) {
-                const std::int64_t j = g * kAttentionAmxRows + r;
-                const std::int64_t qi = tile.q_begin + j / group;
-                rows[r] = a.q + (qi * a.n_heads + kvh * group + j % group) * d;
-            }
-            amx_stage_queries(rows, n, d, a.scale, s.queries + g * s.query_group_elems);
-        }
-        const std::int64_t key_end = std::min(tile.key_end, limit(q_rows - 1));
-        for (std::int64_t kb = tile.key_begin; kb < key_end; kb += kAttentionKeyBlock) {
-            const std::int64_t ke = std::min(kb + kAttentionKeyBlock, key_end);
-            amx_stage_keys(k16 + kvh * d * kKeyTile + kb * kv_stride, kv_stride * kKeyTile, ke - kb,
-                           d, s.keys);
-            amx_stage_values(v16 + kb * kv_stride + kvh * d, kv_stride, ke - kb, d, s.values);
-            for (std::int64_t g = 0; g < n_groups; ++g) {
-                const std::int64_t r0 = g * kAttentionAmxRows;
-                const std::int64_t n = std::min(kAttentionAmxRows, q_rows - r0);
-                if (limit(r0 + n - 1) <= kb) continue;  // no row of the group sees the block
-                amx_scores(s.queries + g * s.query_group_elems, s.keys, ke - kb, d, s.scores);
-                std::int64_t counts[kAttentionAmxRows] = {};
-                float keep[kAttentionAmxRows];
-                // The softmax of each run of rows that share a query (and so a causal limit),
-                // at most kAttentionRowChunk rows at a time.
-                for (std::int64_t r = 0; r < n;) {
-                    const std::int64_t j = r0 + r;
-                    const std::int64_t run =
-                        std::min({n - r, group - j % group, kAttentionRowChunk});
-                    const std::int64_t count = std::min(ke, limit(j)) - kb;
-                    if (count > 0) {
-                        update_softmax(s.scores + r * kAttentionKeyBlock, run, count, m + row0 + j,
-                                       l + row0 + j, keep + r);
-                        std::fill(counts + r, counts + r + run, count);
-                    }
-                    r += run;
-                }
-                amx_weighted_values(s.scores, counts, s.values, d, s.weights, s.weighted);
-                for (std::int64_t r = 0; r < n; ++r) {
-                    if (counts[r] > 0) {
-                        rescale_add(acc + (row0 + r0 + r) * d, keep + r, s.weighted + r * d, 1, d);
-                    }
-                }
-            }
-        }
-    }
-    amx_attention_release();
-}
-
 void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                         float* acc, float* scores, bool use_amx) {
+                         float* acc, float* scores) {
     const bool tiled = a.k_layout == KeyLayout::kTiles;
     if (a.kv_dtype == DType::kF16) {
         if (tiled) {
-            const std::int64_t rows_per_head =
-                (tile.q_end - tile.q_begin) * (a.n_heads / a.n_kv_heads);
-            if (use_amx && rows_per_head >= kAttentionAmxRows && attention_amx_supports(a)) {
-                attention_tile_amx(a, tile, m, l, acc,
-                                   scores + attention_scratch_floats(a.head_dim));
-                return;
-            }
             attention_tile_of<hwy::float16_t, true>(a, tile, m, l, acc, scores);
         } else {
             attention_tile_of<hwy::float16_t, false>(a, tile, m, l, acc, scores);
@@ -761,8 +664,8 @@ void softmax_exp(const float* x, std::int64_t n, float* out) {
 }
 
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
-                    float* acc, float* scores, bool use_amx) {
-    HWY_DYNAMIC_DISPATCH(AttentionTileKernel)(args, tile, m, l, acc, scores, use_amx);
+                    float* acc, float* scores) {
+    HWY_DYNAMIC_DISPATCH(AttentionTileKernel)(args, tile, m, l, acc, scores);
 }
 
 }  // namespace brigade::model::cpu

@@ -60,9 +60,6 @@ struct CpuTuning {
     // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
     // kAmxPrefillTokens at a time, instead of dequantized panels and sgemm.
     bool amx_prefill = true;
-    // With amx, a prompt's attention on the f16 KV cache multiplies through AMX-BF16 tiles
-    // (attention_amx.cpp) once a tile has kAttentionAmxRows query rows per KV head.
-    bool amx_attention = true;
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;

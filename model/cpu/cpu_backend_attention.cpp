@@ -147,7 +147,6 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
     std::int64_t n_merges = 0;
     std::int64_t partial_floats = 0;
     std::int64_t max_tile_floats = 0;
-    std::int64_t max_tile_rows = 0;
     std::int64_t max_head_dim = 0;
     for (const AttentionArgs& a : batch) {
         if (a.n_q <= 0 || a.n_heads <= 0 || a.n_kv_heads <= 0) continue;
@@ -168,15 +167,12 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
             partial_floats += p.n_items * p.n_splits * p.tile_floats;
         }
         max_tile_floats = std::max(max_tile_floats, p.tile_floats);
-        max_tile_rows = std::max(max_tile_rows, p.tile_rows);
         max_head_dim = std::max(max_head_dim, a.head_dim);
         attention_plans_.push_back(p);
     }
     if (attention_plans_.empty()) return;
-    const bool amx = tuning_.amx && tuning_.amx_attention;
-    reserve_scratch(static_cast<std::size_t>(
-        max_tile_floats + attention_scratch_floats(max_head_dim) +
-        (amx ? attention_amx_scratch_bytes(max_head_dim, max_tile_rows) / 4 + 1 : 0)));
+    reserve_scratch(
+        static_cast<std::size_t>(max_tile_floats + attention_scratch_floats(max_head_dim)));
     if (attention_partials_.size() < static_cast<std::size_t>(partial_floats)) {
         attention_partials_.resize(static_cast<std::size_t>(partial_floats));
     }
@@ -201,7 +197,7 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
         float* l = m + p.tile_rows;
         float* acc = l + p.tile_rows;
         float* scores = own + max_tile_floats;
-        attention_tile(*p.args, tile, m, l, acc, scores, amx);
+        attention_tile(*p.args, tile, m, l, acc, scores);
         if (p.n_splits == 1) p.normalize(tile, l, acc);
     });
     if (n_merges == 0) return;

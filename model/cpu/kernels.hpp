@@ -278,52 +278,8 @@ inline constexpr std::int64_t kAttentionScoreFloats = 8 * kAttentionKeyBlock;
 inline constexpr std::int64_t attention_scratch_floats(std::int64_t head_dim) {
     return kAttentionScoreFloats + kAttentionKeyBlock * head_dim;
 }
-// With use_amx, a tile of f16 keys in tiles with at least kAttentionAmxRows rows per KV head (a
-// prompt's) multiplies through AMX-BF16 tiles where attention_amx_supports(args); `scores` then
-// holds attention_amx_scratch_bytes(head_dim, rows per KV head) more bytes.
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
-                    float* acc, float* scores, bool use_amx = false);
-
-// A prompt's attention products through AMX-BF16 tiles (attention_amx.cpp): QKᵀ and P·V of
-// kAttentionAmxRows query rows against a key block staged as bf16 tiles once for all of a
-// tile's rows; attention_tile runs the online softmax around them. For f16 keys in tiles and f16
-// values, head_dim a multiple of 32 up to 128, where the CPU has AMX-BF16. Within f32 rounding
-// of the vector kernel: each f16 is two exact bf16 terms, queries and weights three.
-inline constexpr std::int64_t kAttentionAmxRows = 16;
-bool attention_amx_supports(const AttentionArgs& a);
-// Scratch bytes for a tile of `rows` query rows per KV head (0: head_dim unsupported).
-std::int64_t attention_amx_scratch_bytes(std::int64_t head_dim, std::int64_t rows);
-struct AmxAttentionScratch {
-    std::uint16_t* keys = nullptr;     // a key block of one KV head as B tiles
-    std::uint16_t* values = nullptr;   // its values as B tiles
-    std::uint16_t* queries = nullptr;  // every row group's query terms as A tiles
-    std::int64_t query_group_elems = 0;
-    std::uint16_t* weights = nullptr;  // a row group's softmax weights as A tiles
-    float* scores = nullptr;           // [16][kAttentionKeyBlock]
-    float* weighted = nullptr;         // [16][head_dim]: P·V of the block
-};
-// Carves attention_amx_scratch_bytes(head_dim, rows) at `base` (64-byte aligned inside).
-AmxAttentionScratch amx_attention_scratch(void* base, std::int64_t head_dim, std::int64_t rows);
-// Tile configuration for the calls below; release it when done.
-void amx_attention_configure();
-void amx_attention_release();
-// The B tiles of keys [0, n_keys) of one KV head of a tiled key block (`kt`: the head's first
-// element in the block's first tile, tiles `tile_stride` elements apart; whole tiles are read).
-void amx_stage_keys(const std::uint16_t* kt, std::int64_t tile_stride, std::int64_t n_keys,
-                    std::int64_t d, std::uint16_t* tiles);
-// The B tiles of value rows [0, n_keys) (row j at v0 + j * stride), zeros past n_keys.
-void amx_stage_values(const std::uint16_t* v0, std::int64_t stride, std::int64_t n_keys,
-                      std::int64_t d, std::uint16_t* tiles);
-// The A tiles of up to 16 query rows (rows[r], d floats each) times scale; zeros past n.
-void amx_stage_queries(const float* const* rows, std::int64_t n, std::int64_t d, float scale,
-                       std::uint16_t* tiles);
-// scores[r * kAttentionKeyBlock + j] for 16 rows and the staged keys j < n_keys (whole tiles).
-void amx_scores(const std::uint16_t* queries, const std::uint16_t* keys, std::int64_t n_keys,
-                std::int64_t d, float* scores);
-// out[r * d + c] = Σ_{j < counts[r]} p[r * kAttentionKeyBlock + j] · v_j[c] for 16 rows over
-// the staged values (`weights`: scratch for the weights' A tiles).
-void amx_weighted_values(const float* p, const std::int64_t* counts, const std::uint16_t* values,
-                         std::int64_t d, std::uint16_t* weights, float* out);
+                    float* acc, float* scores);
 // out[i] = e^x[i] for x[i] <= 0 as attention's softmax computes it (whole vectors; the tail with
 // std::exp): within about 1 ulp, and e^-87 (~1.6e-38) for arguments below -87.
 void softmax_exp(const float* x, std::int64_t n, float* out);

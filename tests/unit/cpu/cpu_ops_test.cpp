@@ -250,38 +250,6 @@ TEST(CpuOps, AttentionReadsF16AndTiledKeys) {
     }
 }
 
-// A prompt's tiles of 16 or more query rows per KV head go through AMX-BF16 tiles where the CPU
-// has them (attention_amx.cpp): head_dim 32, 64 and 128, GQA groups of 1-10 rows (a group of 16
-// rows spanning several queries, each with its own causal limit), prompts from the start and
-// after a cache, partial key blocks, one and three threads. Against the reference's f32 values of
-// the f16 cache, and against the vector kernel (amx_attention off).
-TEST(CpuOps, PromptAttentionThroughAmxTilesMatchesTheReference) {
-    if (!attention_amx_supports(AttentionArgs{
-            .kv_dtype = DType::kF16, .k_layout = KeyLayout::kTiles, .head_dim = 64})) {
-        GTEST_SKIP() << "no AMX-BF16 on this CPU: prompts take the vector kernel";
-    }
-    for (int threads : {1, 3}) {
-        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
-        CpuTuning vector_only;
-        vector_only.amx_attention = false;
-        CpuBackend vec(BackendOptions{threads}, vector_only);
-        const std::string label = "amx threads=" + std::to_string(threads);
-        for (std::int64_t ratio : {1, 2, 4, 7, 10}) {
-            for (std::int64_t d : {32, 64, 128}) {
-                const std::int64_t kvh = 2, heads = 2 * ratio;
-                for (const AttnCase& c :
-                     {AttnCase{16, 16, heads, kvh, d, 0}, AttnCase{33, 33, heads, kvh, d, 0},
-                      AttnCase{100, 137, heads, kvh, d, 37},
-                      AttnCase{20, 220, heads, kvh, d, 200}}) {
-                    check_attention(cpu, c, label, DType::kF16, KeyLayout::kTiles);
-                    check_attention(vec, c, "vector threads=" + std::to_string(threads),
-                                    DType::kF16, KeyLayout::kTiles);
-                }
-            }
-        }
-    }
-}
-
 // The online softmax keeps a row's running maximum and rescales what it summed only when a
 // key block holds a larger score. Keys whose scores grow along the context move the maximum in
 // every block; shrinking ones never after the first; a spike (a key along the queries, scores
