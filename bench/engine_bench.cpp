@@ -30,7 +30,8 @@
 // of --contexts (twice the context's steps, after 4 untimed ones). The lent
 // VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so two separate runs cannot resolve
 // a change of a few percent; steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
-// (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped), prefetch-bytes=N,
+// (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped),
+// attention-prefetch (CpuTuning::attention_prefetch_heads, flipped), prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
 // long-split-keys=N (min_keys_per_long_split),
 // chunks-per-thread=N (max_chunks_per_thread), or none
@@ -270,6 +271,10 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
     }
     if (name == "amx" && value.empty()) {
         tuning.amx = !tuning.amx;
+        return tuning;
+    }
+    if (name == "attention-prefetch" && value.empty()) {
+        tuning.attention_prefetch_heads = !tuning.attention_prefetch_heads;
         return tuning;
     }
     if (!has_number) return std::nullopt;

@@ -542,7 +542,7 @@ HWY_INLINE void update_softmax(float* scores, std::int64_t rows, std::int64_t co
 
 template <class T, bool kTiled>
 void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                       float* acc, float* scores) {
+                       float* acc, float* scores, bool prefetch_heads) {
     const std::int64_t group = a.n_heads / a.n_kv_heads;
     const std::int64_t d = a.head_dim;
     const std::int64_t n_rows = tile.n_rows(group);
@@ -564,7 +564,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
         for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {
-            if (all_heads && a.n_kv_heads > 1) {
+            if (prefetch_heads && all_heads && a.n_kv_heads > 1) {
                 // The next head of this block, or the first head of the next block.
                 if (kvh + 1 < tile.kv_head_end) {
                     prefetch_head<T, kTiled>(a, kvh + 1, kb, ke);
@@ -625,18 +625,18 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
 }
 
 void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                         float* acc, float* scores) {
+                         float* acc, float* scores, bool prefetch_heads) {
     const bool tiled = a.k_layout == KeyLayout::kTiles;
     if (a.kv_dtype == DType::kF16) {
         if (tiled) {
-            attention_tile_of<hwy::float16_t, true>(a, tile, m, l, acc, scores);
+            attention_tile_of<hwy::float16_t, true>(a, tile, m, l, acc, scores, prefetch_heads);
         } else {
-            attention_tile_of<hwy::float16_t, false>(a, tile, m, l, acc, scores);
+            attention_tile_of<hwy::float16_t, false>(a, tile, m, l, acc, scores, prefetch_heads);
         }
     } else if (tiled) {
-        attention_tile_of<float, true>(a, tile, m, l, acc, scores);
+        attention_tile_of<float, true>(a, tile, m, l, acc, scores, prefetch_heads);
     } else {
-        attention_tile_of<float, false>(a, tile, m, l, acc, scores);
+        attention_tile_of<float, false>(a, tile, m, l, acc, scores, prefetch_heads);
     }
 }
 
@@ -664,8 +664,8 @@ void softmax_exp(const float* x, std::int64_t n, float* out) {
 }
 
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
-                    float* acc, float* scores) {
-    HWY_DYNAMIC_DISPATCH(AttentionTileKernel)(args, tile, m, l, acc, scores);
+                    float* acc, float* scores, bool prefetch_heads) {
+    HWY_DYNAMIC_DISPATCH(AttentionTileKernel)(args, tile, m, l, acc, scores, prefetch_heads);
 }
 
 }  // namespace brigade::model::cpu

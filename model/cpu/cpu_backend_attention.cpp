@@ -197,7 +197,7 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
         float* l = m + p.tile_rows;
         float* acc = l + p.tile_rows;
         float* scores = own + max_tile_floats;
-        attention_tile(*p.args, tile, m, l, acc, scores);
+        attention_tile(*p.args, tile, m, l, acc, scores, tuning_.attention_prefetch_heads);
         if (p.n_splits == 1) p.normalize(tile, l, acc);
     });
     if (n_merges == 0) return;
