@@ -95,11 +95,12 @@ struct CpuTuning {
     // 2-5% slower (run 56), hence the minimum; 8 per thread gained no more at 32k and lost at
     // 8k. This rule against 2 per thread on another machine (run 57): 32k +1-9% in 5 of 6,
     // 2k-8k within the spread.
-    // A decode attention tile asks for the next KV head's rows (values; keys in rows too)
-    // while it computes one (session 8: the strided rows of Llama-3.2-1B's 8 heads).
-    bool attention_prefetch_heads = true;
     std::int64_t long_context_splits_per_thread = 4;
     std::int64_t min_keys_per_long_split = 128;
+    // A decode attention tile asks for the next KV head's rows (values; keys in rows too)
+    // while it computes one (session 8: the strided rows of Llama-3.2-1B's 8 heads). Off, 32k
+    // decode was 10-15% slower on the lent Xeon (session 19, run 61).
+    bool attention_prefetch_heads = true;
     // A decode matmul (or fused op) is cut into up to this many chunks per thread, claimed
     // dynamically. Small chunks let the threads finish together: on a 16-vCPU VM whose vCPUs
     // are hyperthread pairs, a thread runs at half speed while its sibling works, and the last
