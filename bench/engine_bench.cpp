@@ -294,6 +294,28 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
     return tuning;
 }
 
+// --ab: `warm_up` untimed calls of step(i), then `timed` timed ones, alternating A B B A
+// between the backend's tuning (A) and `knob` applied to it (B), so that neither setting always
+// runs right after the other. seconds[0] / seconds[1]: the time A's / B's steps took. The backend
+// is left at A. False when a step failed.
+template <class Step>
+bool alternate_ab(brigade::model::cpu::CpuBackend& backend, const std::string& knob, int warm_up,
+                  int timed, double (&seconds)[2], Step&& step) {
+    const brigade::model::cpu::CpuTuning a = backend.tuning();
+    const brigade::model::cpu::CpuTuning b = knob_applied(a, knob).value_or(a);
+    seconds[0] = seconds[1] = 0.0;
+    bool ok = true;
+    for (int i = 0; ok && i < warm_up + timed; ++i) {
+        const int v = (i % 4 == 1 || i % 4 == 2) ? 1 : 0;
+        backend.set_tuning(v == 0 ? a : b);
+        const auto t0 = Clock::now();
+        ok = step(i);
+        if (i >= warm_up) seconds[v] += seconds_since(t0);
+    }
+    backend.set_tuning(a);
+    return ok;
+}
+
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, EngineResult& r,
@@ -380,20 +402,16 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     }
     auto* cpu_tunable = dynamic_cast<cpu::CpuBackend*>(backend->get());
     if (!ab.empty() && cpu_tunable != nullptr) {
-        // --ab on prompts: each prompt A B B A, tok/s from the sums.
-        const cpu::CpuTuning a = cpu_tunable->tuning();
-        const cpu::CpuTuning knob = knob_applied(a, ab).value_or(a);
+        // --ab on prompts: each prompt A B B A, tok/s from the sums (the cache's release of the
+        // prompt counted with it).
         for (int n : prompts) {
-            double ab_seconds[2] = {0.0, 0.0};
-            for (int i = 0; i < 4; ++i) {
-                const int v = (i == 1 || i == 2) ? 1 : 0;
-                cpu_tunable->set_tuning(v == 0 ? a : knob);
-                t0 = Clock::now();
-                if (!s.run_layers({entry(1, prompt_of(n, 0), 0)})) return false;
-                ab_seconds[v] += seconds_since(t0);
+            double ab_seconds[2];
+            const bool ok = alternate_ab(*cpu_tunable, ab, 0, 4, ab_seconds, [&](int) {
+                const bool done = s.run_layers({entry(1, prompt_of(n, 0), 0)}).has_value();
                 s.kv_cache().release(1);
-            }
-            cpu_tunable->set_tuning(a);
+                return done;
+            });
+            if (!ok) return false;
             r.pp_ab_a_tps.push_back(2.0 * n / ab_seconds[0]);
             r.pp_ab_b_tps.push_back(2.0 * n / ab_seconds[1]);
         }
@@ -425,27 +443,19 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     s.kv_cache().release(1);
 
     if (!ab.empty() && cpu_tunable != nullptr) {
-        const cpu::CpuTuning a = cpu_tunable->tuning();
-        const cpu::CpuTuning b = knob_applied(a, ab).value_or(a);  // main() checked the knob
         if (!s.run_layers({entry(5, prompt_of(prompt, 1), 0)})) return false;
         // 8 untimed steps first: the first steps after a prompt are slower (the prompt's
         // buffers, the decode kernels' first touch), and would count against A alone.
-        const int warm_up = 8;
-        double seconds[2] = {0.0, 0.0};
-        for (int step = 0; step < warm_up + 2 * n_decode; ++step) {
-            // A B B A: neither setting always runs right after the other.
-            const int v = (step % 4 == 1 || step % 4 == 2) ? 1 : 0;
-            cpu_tunable->set_tuning(v == 0 ? a : b);
-            t0 = Clock::now();
+        double seconds[2];
+        const bool ok = alternate_ab(*cpu_tunable, ab, 8, 2 * n_decode, seconds, [&](int step) {
             auto done =
                 s.run_layers({entry(5, {(step * 31) % shape.vocab}, prompt + step)}, {}, out);
             if (!done) {
                 std::fprintf(stderr, "--ab step %d: %s\n", step, done.error().message.c_str());
-                return false;
             }
-            if (step >= warm_up) seconds[v] += seconds_since(t0);
-        }
-        cpu_tunable->set_tuning(a);
+            return done.has_value();
+        });
+        if (!ok) return false;
         s.kv_cache().release(5);
         r.ab = ab;
         r.ab_a_tps = n_decode / seconds[0];
@@ -505,24 +515,20 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
                            secs, n_decode);
         }
         if (!ab.empty() && cpu_tunable != nullptr) {
-            // As for one sequence: after 8 untimed steps, A B B A.
-            const cpu::CpuTuning a = cpu_tunable->tuning();
-            const cpu::CpuTuning knob = knob_applied(a, ab).value_or(a);
-            double ab_seconds[2] = {0.0, 0.0};
-            for (int step = 0; step < 8 + 2 * n_decode; ++step) {
-                const int v = (step % 4 == 1 || step % 4 == 2) ? 1 : 0;
-                cpu_tunable->set_tuning(v == 0 ? a : knob);
-                std::vector<SequenceBatchEntry> batch;
-                for (int i = 0; i < b; ++i) {
-                    batch.push_back(entry(10 + static_cast<std::uint64_t>(i),
-                                          {static_cast<std::int32_t>((step + i) % 100)},
-                                          short_prompt + n_decode + step));
-                }
-                t0 = Clock::now();
-                if (!s.run_layers(batch, {}, out)) return false;
-                if (step >= 8) ab_seconds[v] += seconds_since(t0);
-            }
-            cpu_tunable->set_tuning(a);
+            // As for one sequence: after 8 untimed steps, A B B A. (The batch is built inside
+            // the timed step: a few entries, against a step of milliseconds.)
+            double ab_seconds[2];
+            const bool ok =
+                alternate_ab(*cpu_tunable, ab, 8, 2 * n_decode, ab_seconds, [&](int step) {
+                    std::vector<SequenceBatchEntry> batch;
+                    for (int i = 0; i < b; ++i) {
+                        batch.push_back(entry(10 + static_cast<std::uint64_t>(i),
+                                              {static_cast<std::int32_t>((step + i) % 100)},
+                                              short_prompt + n_decode + step));
+                    }
+                    return s.run_layers(batch, {}, out).has_value();
+                });
+            if (!ok) return false;
             r.tgb_ab_a_tps.push_back(b * n_decode / ab_seconds[0]);
             r.tgb_ab_b_tps.push_back(b * n_decode / ab_seconds[1]);
         }
@@ -551,20 +557,14 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
         const double secs = seconds_since(t0) / n_ctx_decode;
         if (!ab.empty() && cpu_tunable != nullptr) {
             // As for one sequence: after 4 untimed steps, A B B A over twice as many steps.
-            const cpu::CpuTuning a = cpu_tunable->tuning();
-            const cpu::CpuTuning knob = knob_applied(a, ab).value_or(a);
-            double ab_seconds[2] = {0.0, 0.0};
-            for (int step = 0; step < 4 + 2 * n_ctx_decode; ++step) {
-                const int v = (step % 4 == 1 || step % 4 == 2) ? 1 : 0;
-                cpu_tunable->set_tuning(v == 0 ? a : knob);
-                t0 = Clock::now();
-                const int pos = ctx + n_ctx_decode + step;
-                if (!s.run_layers({entry(seq, {(step * 31) % shape.vocab}, pos)}, {}, out)) {
-                    return false;
-                }
-                if (step >= 4) ab_seconds[v] += seconds_since(t0);
-            }
-            cpu_tunable->set_tuning(a);
+            double ab_seconds[2];
+            const bool ok =
+                alternate_ab(*cpu_tunable, ab, 4, 2 * n_ctx_decode, ab_seconds, [&](int step) {
+                    const int pos = ctx + n_ctx_decode + step;
+                    return s.run_layers({entry(seq, {(step * 31) % shape.vocab}, pos)}, {}, out)
+                        .has_value();
+                });
+            if (!ok) return false;
             r.ctx_ab_a_tps.push_back(n_ctx_decode / ab_seconds[0]);
             r.ctx_ab_b_tps.push_back(n_ctx_decode / ab_seconds[1]);
         }
