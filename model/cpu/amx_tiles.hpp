@@ -23,4 +23,43 @@ inline void publish_tile_config(const AmxTileConfig& cfg) {
     asm volatile("" : : "r"(&cfg) : "memory");
 }
 
+// Tile instructions for the AMX-INT8 kernels, tile numbers as template arguments (GCC's _tile_*
+// macros paste theirs into the instruction text). AT&T operand order: sources first.
+//
+// GCC's macros do not tell the compiler which memory a tile load reads or a store writes: to
+// the compiler, a store into a buffer that only a later _tile_loadd reads is dead, and a load
+// after _tile_stored may be served from before it (the LDTILECFG fault above is this kind of
+// bug). tile_load_buffer and tile_store name their 1 KiB (16 rows of 64 bytes) as a memory
+// operand, which orders them against the vector code that fills or reads it; a "memory"
+// clobber would do it too, but it also made every accumulator of the fold a store.
+// tile_load is for memory this code never writes (the weights, activations prepared before the
+// call).
+using TileBytes = std::uint8_t[1024];
+template <int kTile>
+inline void tile_zero() {
+    asm volatile("tilezero %%tmm%c0" : : "n"(kTile));
+}
+template <int kTile>
+inline void tile_load(const void* base, std::int64_t stride) {
+    asm volatile("tileloadd (%0,%1,1), %%tmm%c2" : : "r"(base), "r"(stride), "n"(kTile));
+}
+template <int kTile>
+inline void tile_load_buffer(const void* base) {
+    asm volatile("tileloadd (%1,%2,1), %%tmm%c3"
+                 :
+                 : "m"(*static_cast<const TileBytes*>(base)), "r"(base), "r"(std::int64_t{64}),
+                   "n"(kTile));
+}
+template <int kTile>
+inline void tile_store(void* base) {
+    asm volatile("tilestored %%tmm%c3, (%1,%2,1)"
+                 : "=m"(*static_cast<TileBytes*>(base))
+                 : "r"(base), "r"(std::int64_t{64}), "n"(kTile));
+}
+// C += A · B on unsigned bytes (A) by signed ones (B).
+template <int kC, int kA, int kB>
+inline void tile_dpbusd() {
+    asm volatile("tdpbusd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC), "n"(kA), "n"(kB));
+}
+
 }  // namespace brigade::model::cpu

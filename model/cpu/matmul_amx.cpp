@@ -382,27 +382,52 @@ HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::in
     }
 }
 
-// C_0 (and C_1): each narrow block's 4 tokens x 4 digits for one group and 16 rows, block k's
-// B tiles at b + k * block_stride.
+// An A tile: from the unpacked codes (a_stride 64, the 1 KiB buffer unpack_group filled) or
+// from the weights themselves (8-bit, a_stride the row bytes).
+template <int kTile>
+HWY_INLINE void load_codes(const std::uint8_t* a, std::int64_t a_stride) {
+    if (a_stride == 64) {
+        tile_load_buffer<kTile>(a);
+    } else {
+        tile_load<kTile>(a, a_stride);
+    }
+}
+
+// One group's multiply for narrow blocks: C_0 (and C_1) in tiles 0 (1), each narrow block's 4
+// tokens x 4 digits, block k's B tiles at b + k * block_stride; A from a0 (a1: a group's second
+// K step) or, for `direct` 8-bit rows, from the weights at stride `a_stride`. (Alternating two
+// sets of tiles between consecutive groups, so that a multiply need not wait for the previous
+// group's store, made no difference here and was slower for 5-8 tokens on the lent Xeon in
+// run 65.)
 template <int kBlocks>
-HWY_INLINE void multiply_group_narrow(const std::int8_t* b, std::int64_t block_stride,
-                                      std::int64_t steps, std::int64_t tile_bytes) {
-    _tile_zero(0);
-    _tile_loadd(6, b, 64);
-    _tile_dpbusd(0, 4, 6);
+HWY_INLINE void multiply_group_narrow(const std::uint8_t* a0, const std::uint8_t* a1,
+                                      std::int64_t a_stride, const std::int8_t* b,
+                                      std::int64_t block_stride, std::int64_t steps,
+                                      std::int64_t tile_bytes) {
+    tile_zero<0>();
+    if constexpr (kBlocks == 2) tile_zero<1>();
+    load_codes<4>(a0, a_stride);
+    if (steps == 2) load_codes<5>(a1, a_stride);
+    tile_load<6>(b, 64);
+    tile_dpbusd<0, 4, 6>();
     if constexpr (kBlocks == 2) {
-        _tile_zero(1);
-        _tile_loadd(7, b + block_stride, 64);
-        _tile_dpbusd(1, 4, 7);
+        tile_load<7>(b + block_stride, 64);
+        tile_dpbusd<1, 4, 7>();
     }
     if (steps == 2) {
-        _tile_loadd(6, b + tile_bytes, 64);
-        _tile_dpbusd(0, 5, 6);
+        tile_load<6>(b + tile_bytes, 64);
+        tile_dpbusd<0, 5, 6>();
         if constexpr (kBlocks == 2) {
-            _tile_loadd(7, b + block_stride + tile_bytes, 64);
-            _tile_dpbusd(1, 5, 7);
+            tile_load<7>(b + block_stride + tile_bytes, 64);
+            tile_dpbusd<1, 5, 7>();
         }
     }
+}
+
+template <int kBlocks>
+HWY_INLINE void store_sums_narrow(std::int32_t* out) {
+    tile_store<0>(out);
+    if constexpr (kBlocks == 2) tile_store<1>(out + 256);
 }
 
 // One block of up to 16 rows against one block of up to 16 tokens.
@@ -452,7 +477,7 @@ HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 s
 // unit multiplies the previous group's, and the sums are folded after.
 template <bool kNarrow, int kBlocks>
 HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
-                                 std::int64_t row_bytes, std::int64_t tb, __m512* acc) {
+                                 std::int64_t row_bytes, std::int64_t tb, __m512* acc_out) {
     static_assert(kBlocks == 1 || (kNarrow && kBlocks == 2));
     const WeightMatrix& w = rb.w;
     const std::int64_t n_groups = rb.n_groups;
@@ -471,6 +496,10 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     const float* sum = rb.xa.sum + tb * n_groups * kTileTokens;
     const std::int64_t block_stride = n_groups * b_stride;  // B tiles
     const std::int64_t lane_stride = n_groups * 16;         // units and sums
+    // Local sums: acc_out may alias the scales the fold reads (__m512 may alias anything), so
+    // with it every FMA of the fold stored its accumulator; now a row's sum is stored once per
+    // group (the fold and the unpack need more than the 32 vector registers).
+    __m512 acc[kBlocks * kTileRows];
 #pragma GCC unroll 32
     for (int m = 0; m < kBlocks * kTileRows; ++m) acc[m] = _mm512_setzero_ps();
     // Rows past the block's end repeat its last row (their sums are dropped).
@@ -495,47 +524,59 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     // 8-bit codes of 16 whole rows are the A tiles as they are.
     const bool direct = w.bits == 8 && rb.rows == kTileRows;
     if (!direct) unpack_group(w, rows, 0, a[0][0], a[0][1]);
+    // The work of group g + 1 while group g is multiplied: its codes unpacked, and the
+    // prefetch ahead of it.
+    const auto prepare_next = [&](std::int64_t g, int cur) {
+        if (g + 1 >= n_groups) return;
+        if (prefetch > 0 && ((g + 1) * group_bytes) % 64 == 0) {
+            for (int m = 0; m < kTileRows; ++m) {
+                _mm_prefetch(
+                    reinterpret_cast<const char*>(rows[m] + (g + 1) * group_bytes + prefetch),
+                    _MM_HINT_T0);
+            }
+        }
+        if (!direct) unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
+    };
+    if constexpr (kNarrow) {
+        // Fold the previous group's sums, stored an iteration ago, while these are made (12%
+        // faster here, one thread).
+        for (std::int64_t g = 0; g < n_groups; ++g) {
+            const int cur = static_cast<int>(g & 1);
+            const std::uint8_t* a0 = direct ? codes + g * group_bytes : a[cur][0];
+            const std::uint8_t* a1 = direct ? a0 + 64 : a[cur][1];
+            multiply_group_narrow<kBlocks>(a0, a1, direct ? row_bytes : 64, b + g * b_stride,
+                                           block_stride, steps, tile_bytes);
+            prepare_next(g, cur);
+            if (g > 0) fold(g - 1, c + (cur ^ 1) * kSums);
+            store_sums_narrow<kBlocks>(c + cur * kSums);
+        }
+        fold(n_groups - 1, c + ((n_groups - 1) & 1) * kSums);
+#pragma GCC unroll 32
+        for (int m = 0; m < kBlocks * kTileRows; ++m) acc_out[m] = acc[m];
+        return;
+    }
     for (std::int64_t g = 0; g < n_groups; ++g) {
         const int cur = static_cast<int>(g & 1);
         if (direct) {
-            _tile_loadd(4, codes + g * group_bytes, row_bytes);
-            if (steps == 2) _tile_loadd(5, codes + g * group_bytes + 64, row_bytes);
+            tile_load<4>(codes + g * group_bytes, row_bytes);
+            if (steps == 2) tile_load<5>(codes + g * group_bytes + 64, row_bytes);
         } else {
-            _tile_loadd(4, a[cur][0], 64);
-            if (steps == 2) _tile_loadd(5, a[cur][1], 64);
+            tile_load_buffer<4>(a[cur][0]);
+            if (steps == 2) tile_load_buffer<5>(a[cur][1]);
         }
-        if constexpr (kNarrow) {
-            multiply_group_narrow<kBlocks>(b + g * b_stride, block_stride, steps, tile_bytes);
-        } else {
-            multiply_group(b + g * b_stride, steps, tile_bytes);
-        }
-        if (g + 1 < n_groups) {
-            if (prefetch > 0 && ((g + 1) * group_bytes) % 64 == 0) {
-                for (int m = 0; m < kTileRows; ++m) {
-                    _mm_prefetch(
-                        reinterpret_cast<const char*>(rows[m] + (g + 1) * group_bytes + prefetch),
-                        _MM_HINT_T0);
-                }
-            }
-            if (!direct) unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
-        }
+        multiply_group(b + g * b_stride, steps, tile_bytes);
+        prepare_next(g, cur);
+        // Wide blocks fold their own group at once: overlapped they were 0-12% slower on the
+        // lent 16-vCPU Xeon (run 51).
         std::int32_t* out = c + cur * kSums;
-        if constexpr (kNarrow) {
-            // Fold the previous group's sums, stored an iteration ago, while these are made
-            // (12% faster here, one thread). Wide blocks fold their own group at once: overlapped
-            // they were 0-12% slower on the lent 16-vCPU Xeon (run 51).
-            if (g > 0) fold(g - 1, c + (cur ^ 1) * kSums);
-            _tile_stored(0, out, 64);
-            if constexpr (kBlocks == 2) _tile_stored(1, out + 256, 64);
-        } else {
-            _tile_stored(0, out, 64);
-            _tile_stored(1, out + 256, 64);
-            _tile_stored(2, out + 512, 64);
-            _tile_stored(3, out + 768, 64);
-            fold(g, out);
-        }
+        tile_store<0>(out);
+        tile_store<1>(out + 256);
+        tile_store<2>(out + 512);
+        tile_store<3>(out + 768);
+        fold(g, out);
     }
-    if constexpr (kNarrow) fold(n_groups - 1, c + ((n_groups - 1) & 1) * kSums);
+#pragma GCC unroll 32
+    for (int m = 0; m < kBlocks * kTileRows; ++m) acc_out[m] = acc[m];
 }
 
 }  // namespace
@@ -554,11 +595,19 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
     configure_tiles(k_bytes(w));
     for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
         const std::int64_t rows = std::min(kTileRows, row_end - r0);
-        for (std::int64_t m = 0; m < kTileRows; ++m) {
-            const std::int64_t r = r0 + std::min(m, rows - 1);
-            widen_affine(w.scale_dtype, w.scales, r * n_groups, n_groups, scale + m * n_groups);
-            widen_affine(w.scale_dtype, w.biases, r * n_groups, n_groups,
-                         group_bias + m * n_groups);
+        if (rows == kTileRows) {
+            // 16 whole rows: their scales (and biases) are one run of 16 x n_groups, widened in
+            // one call. Row by row (32 calls of 14 groups for Qwen2.5-0.5B) this took 9% of a
+            // 4-token matmul here.
+            widen_affine(w.scale_dtype, w.scales, r0 * n_groups, kTileRows * n_groups, scale);
+            widen_affine(w.scale_dtype, w.biases, r0 * n_groups, kTileRows * n_groups, group_bias);
+        } else {
+            for (std::int64_t m = 0; m < kTileRows; ++m) {
+                const std::int64_t r = r0 + std::min(m, rows - 1);
+                widen_affine(w.scale_dtype, w.scales, r * n_groups, n_groups, scale + m * n_groups);
+                widen_affine(w.scale_dtype, w.biases, r * n_groups, n_groups,
+                             group_bias + m * n_groups);
+            }
         }
         const RowBlock rb{w, xa, n_groups, scale, group_bias, rows};
         const std::int64_t blocks = amx_token_blocks(n);
