@@ -56,6 +56,9 @@ inline void tile_store(void* base) {
                  : "=m"(*static_cast<TileBytes*>(base))
                  : "r"(base), "r"(std::int64_t{64}), "n"(kTile));
 }
+// For a tile load from memory that C++ code wrote other than through tile_load_buffer's 1 KiB
+// (a zero-padded copy of rows): makes those stores happen before the next tile load.
+inline void publish_tile_data() { asm volatile("" : : : "memory"); }
 // C += A · B on unsigned bytes (A) by signed ones (B).
 template <int kC, int kA, int kB>
 inline void tile_dpbusd() {

@@ -161,8 +161,9 @@ HWY_INLINE void multiply_rows(const Block& blk, const std::uint16_t* b, std::int
             _tile_dpbf16ps(1, 3, 6);
         }
     }
-    _tile_stored(0, out, 64);
-    if (blk.pair) _tile_stored(1, out + kRows * kTokens, 64);
+    // Through tile_store, so that the compiler knows `out` is written (amx_tiles.hpp).
+    tile_store<0>(out);
+    if (blk.pair) tile_store<1>(out + kRows * kTokens);
 }
 
 }  // namespace
@@ -187,6 +188,7 @@ void gemv_rows_amx_bf16(const WeightMatrix& w, const std::uint16_t* tiles, std::
             auto* padded = reinterpret_cast<std::uint8_t*>(row_scratch);
             std::memset(padded, 0, static_cast<std::size_t>(kRows * row_bytes));
             std::memcpy(padded, base + r0 * row_bytes, static_cast<std::size_t>(rows * row_bytes));
+            publish_tile_data();
             blk.a0 = padded;
         }
         for (std::int64_t tb = 0; tb < token_blocks(n); ++tb) {
