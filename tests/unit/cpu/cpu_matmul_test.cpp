@@ -55,7 +55,7 @@ std::vector<Case> all_formats(std::int64_t rows, int misalign) {
                 const DType sd =
                     bits % 2 == 0 ? DType::kBF16 : (bits == 3 ? DType::kF16 : DType::kF32);
                 cases.push_back(
-                    {"q" + std::to_string(bits) + " g" + std::to_string(group) +
+                    {std::string("q").append(std::to_string(bits)) + " g" + std::to_string(group) +
                          " cols=" + std::to_string(cols) + " scales=" + std::string(dtype_name(sd)),
                      test::make_quant_weight(bits, group, sd, rows, cols,
                                              seed + bits * 31 + group + cols, misalign)});
@@ -566,13 +566,14 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
             cases.push_back({"bf16", test::make_plain_weight(DType::kBF16, 9, 101, 1, 1)});
             cases.push_back({"f16", test::make_plain_weight(DType::kF16, 9, 101, 2, 3)});
             for (int bits : {2, 3, 4, 5, 6, 8}) {
-                cases.push_back({"q" + std::to_string(bits),
+                // std::string("q").append(...): GCC 12's -Wrestrict misfires on "q" + std::string.
+                cases.push_back({std::string("q").append(std::to_string(bits)),
                                  test::make_quant_weight(bits, 32, DType::kF16, 9, 160, bits, 2)});
             }
             // Groups of 64 and 128: the AVX-512 int16 path's wide layout and its 4-row tiles
             // (9 rows: two tiles and a row left over).
             for (int group : {64, 128}) {
-                cases.push_back({"q4 g" + std::to_string(group),
+                cases.push_back({std::string("q4 g").append(std::to_string(group)),
                                  test::make_quant_weight(4, group, DType::kF16, 9, 384, group, 1)});
             }
             for (const auto& c : cases) {
