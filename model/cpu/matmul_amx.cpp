@@ -610,6 +610,14 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
             }
         }
         const RowBlock rb{w, xa, n_groups, scale, group_bias, rows};
+        // The rows' biases (0 without: value + 0 keeps -0 as +0, as a scalar add did).
+        alignas(64) float row_bias_values[kTileRows] = {};
+        if (has_bias) {
+            for (std::int64_t m = 0; m < rows; ++m) {
+                row_bias_values[m] = load_scalar(bias->dtype, bias->data, r0 + m);
+            }
+        }
+        const __m512 row_bias = _mm512_load_ps(row_bias_values);
         const std::int64_t blocks = amx_token_blocks(n);
         for (std::int64_t tb = 0; tb < blocks;) {
             // Narrow blocks two at a time where there are two.
@@ -623,22 +631,37 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
             } else {
                 row_block_tokens<true, 1>(rb, codes, row_bytes, tb, acc);
             }
+            // Each token's 16 rows leave as one vector: a narrow block's four digit lanes of a
+            // token are summed in its lane 4t first (the smallest first, the same floats as
+            // before), then a gather takes lane t (wide) or 4t (narrow) of the 16 rows. Row by
+            // row and token by token, this was 13-20% of a 4-token matmul here.
             alignas(64) float out[2 * kTileRows][16];
-            for (int m = 0; m < taken * kTileRows; ++m) _mm512_store_ps(out[m], acc[m]);
+            for (int m = 0; m < taken * kTileRows; ++m) {
+                __m512 v = acc[m];
+                if (layout.narrow) {
+                    // Within each token's 4 lanes: lane 0 <- l0 + (l1 + (l2 + l3)).
+                    const __m512 l1 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 2, 1));
+                    const __m512 l2 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 2));
+                    const __m512 l3 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 3));
+                    v = _mm512_add_ps(v, _mm512_add_ps(l1, _mm512_add_ps(l2, l3)));
+                }
+                _mm512_store_ps(out[m], v);
+            }
+            const __mmask16 row_mask = _cvtu32_mask16((1u << rows) - 1u);
+            const __m512i row_lanes = _mm512_mullo_epi32(
+                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                _mm512_set1_epi32(16));
             for (std::int64_t k = 0; k < taken; ++k, ++tb) {
                 const std::int64_t first = tb * layout.block_tokens;
                 const std::int64_t tokens = std::min(layout.block_tokens, n - first);
-                for (std::int64_t m = 0; m < rows; ++m) {
-                    const float add =
-                        has_bias ? load_scalar(bias->dtype, bias->data, r0 + m) : 0.0f;
-                    for (std::int64_t t = 0; t < tokens; ++t) {
-                        // Narrow: the token's four digit lanes, the smallest first.
-                        const float* lanes = out[k * kTileRows + m] + t * kDigits;
-                        const float value = layout.narrow
-                                                ? lanes[0] + (lanes[1] + (lanes[2] + lanes[3]))
-                                                : out[m][t];
-                        y[(first + t) * ldy + r0 + m] = value + add;
-                    }
+                const float* block_out = out[k * kTileRows];
+                for (std::int64_t t = 0; t < tokens; ++t) {
+                    const __m512i index = _mm512_add_epi32(
+                        row_lanes, _mm512_set1_epi32(static_cast<int>(layout.narrow ? 4 * t : t)));
+                    const __m512 value = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), row_mask,
+                                                                  index, block_out, 4);
+                    _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
+                                          _mm512_add_ps(value, row_bias));
                 }
             }
         }
