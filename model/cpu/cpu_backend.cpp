@@ -37,7 +37,21 @@ void CpuBackend::write(DeviceBuffer& dst, std::size_t offset_bytes, const void* 
 
 void CpuBackend::read(const DeviceBuffer& src, std::size_t offset_bytes, void* dst,
                       std::size_t bytes) {
-    std::memcpy(dst, static_cast<const std::uint8_t*>(src.data()) + offset_bytes, bytes);
+    const auto* from = static_cast<const std::uint8_t*>(src.data()) + offset_bytes;
+    auto* to = static_cast<std::uint8_t*>(dst);
+    // A step's logits (0.6 MB for one sequence of a 150k vocabulary, 9.7 MB for 16) were
+    // written by every pool thread; one thread copying them out took 81 µs of a 4 ms decode
+    // step and 1.2 ms of a 17 ms 16-sequence one on the lent Xeon (bench/RESULTS.md, session 20).
+    constexpr std::int64_t kParallelBytes = 256 << 10;
+    constexpr std::int64_t kChunkBytes = 32 << 10;
+    const auto n = static_cast<std::int64_t>(bytes);
+    if (n < kParallelBytes || pool_.size() == 1) {
+        std::memcpy(to, from, bytes);
+        return;
+    }
+    parallel_ranges(n, kChunkBytes, [&](std::int64_t begin, std::int64_t end, int) {
+        std::memcpy(to + begin, from + begin, static_cast<std::size_t>(end - begin));
+    });
 }
 
 void CpuBackend::reserve_scratch(std::size_t floats) {

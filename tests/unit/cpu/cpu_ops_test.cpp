@@ -45,6 +45,31 @@ void expect_all_near(const std::vector<float>& got, const std::vector<float>& wa
     }
 }
 
+// read copies exactly the bytes asked for, from any offset: one thread below 256 KiB, the pool
+// above (a step's logits); nothing outside the destination range is touched.
+TEST(CpuOps, ReadCopiesEveryByteFromAnyOffsetOnOneThreadOrThePool) {
+    for (int threads : {1, 3, 16}) {
+        CpuBackend cpu(BackendOptions{threads}, CpuTuning{});
+        constexpr std::size_t kBuffer = (1u << 20) + 77;
+        DeviceBuffer buffer = cpu.alloc(kBuffer);
+        auto* bytes = static_cast<std::uint8_t*>(buffer.data());
+        for (std::size_t i = 0; i < kBuffer; ++i) bytes[i] = static_cast<std::uint8_t>(i * 131 + 7);
+        for (const std::size_t offset : {std::size_t{0}, std::size_t{3}, std::size_t{4096}}) {
+            for (const std::size_t size :
+                 {std::size_t{1}, std::size_t{1000}, std::size_t{(256u << 10) - 1},
+                  std::size_t{256u << 10}, std::size_t{(1u << 20) - 5}, std::size_t{kBuffer}}) {
+                if (offset + size > kBuffer) continue;
+                std::vector<std::uint8_t> out(size + 2, 0xEE);
+                cpu.read(buffer, offset, out.data() + 1, size);
+                EXPECT_EQ(out.front(), 0xEE);
+                EXPECT_EQ(out.back(), 0xEE);
+                EXPECT_EQ(std::memcmp(out.data() + 1, bytes + offset, size), 0)
+                    << "threads=" << threads << " offset=" << offset << " size=" << size;
+            }
+        }
+    }
+}
+
 TEST(CpuOps, RmsNormOddWidthsAllWeightDtypesInPlace) {
     auto ref = reference();
     for (int threads : {1, 3}) {
