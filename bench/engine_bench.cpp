@@ -33,7 +33,7 @@
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped),
 // attention-prefetch (CpuTuning::attention_prefetch_heads, flipped), prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
-// long-split-keys=N (min_keys_per_long_split),
+// long-split-keys=N (min_keys_per_long_split), amx-prepare-serial=N (amx_prepare_serial_below),
 // chunks-per-thread=N (max_chunks_per_thread), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
@@ -286,6 +286,8 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
         tuning.long_context_splits_per_thread = number;
     } else if (name == "long-split-keys" && number > 0) {
         tuning.min_keys_per_long_split = number;
+    } else if (name == "amx-prepare-serial" && number >= 0) {
+        tuning.amx_prepare_serial_below = number;
     } else if (name == "chunks-per-thread" && number > 0) {
         tuning.max_chunks_per_thread = number;
     } else {
@@ -648,10 +650,10 @@ int main(int argc, char** argv) {
         else if (a == "--ab") {
             ab = next();
             if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
-                std::fprintf(
-                    stderr,
-                    "--ab: split-int8, amx, none, prefetch-bytes=N, attention-min-keys=N or "
-                    "chunks-per-thread=N\n");
+                std::fprintf(stderr,
+                             "--ab: split-int8, amx, attention-prefetch, none, prefetch-bytes=N, "
+                             "attention-min-keys=N, attention-splits=N, long-split-keys=N, "
+                             "amx-prepare-serial=N or chunks-per-thread=N\n");
                 return 2;
             }
         } else {

@@ -353,7 +353,7 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         // Per weight group, all tokens: each group's B tiles hold the 16 tokens of a block.
         const AmxBuffers buffers{s.digits.data(),    s.digit_unit.data(), s.digit_sum.data(),
                                  s.amx_tiles.data(), s.amx_unit.data(),   s.amx_sum.data()};
-        serial_or_parallel(n * w.cols < 8192, w.cols / w.group_size, 2,
+        serial_or_parallel(n * w.cols < tuning_.amx_prepare_serial_below, w.cols / w.group_size, 2,
                            [&](std::int64_t begin, std::int64_t end) {
                                prepare_amx_activations(w, x, n, begin, end, buffers);
                            });

@@ -57,6 +57,10 @@ struct CpuTuning {
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;
+    // An AMX decode's activations (split into digits and laid out as B tiles, ~4 µs for 4
+    // tokens of 896 columns here) are prepared on the calling thread below this many elements
+    // (tokens x columns), else on the pool, before the matmul's own parallel region.
+    std::int64_t amx_prepare_serial_below = 8192;
     // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
     // kAmxPrefillTokens at a time, instead of dequantized panels and sgemm.
     bool amx_prefill = true;

@@ -88,8 +88,8 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
                     x[i] *= std::pow(10.0f, static_cast<float>((i / group) % 7) - 3.0f);
                 }
                 for (std::int64_t c = 0; c < group; ++c) x[cols + c] = 0.0f;
-                const std::string what = "q" + std::to_string(bits) + " g" + std::to_string(group) +
-                                         " cols=" + std::to_string(cols);
+                const std::string what = std::string("q").append(std::to_string(bits)) + " g" +
+                                         std::to_string(group) + " cols=" + std::to_string(cols);
                 // Every variant's quantizer gives the same digits, in one call or two.
                 const auto variants = split_int8_variants_available();
                 const Split s = split_all(w.view, x, n, /*halves=*/false, variants.back());
