@@ -59,8 +59,13 @@ struct CpuTuning {
     std::int64_t amx_bf16_min_tokens = 12;
     // An AMX decode's activations (split into digits and laid out as B tiles, ~4 µs for 4
     // tokens of 896 columns here) are prepared on the calling thread below this many elements
-    // (tokens x columns), else on the pool, before the matmul's own parallel region.
-    std::int64_t amx_prepare_serial_below = 8192;
+    // (tokens x columns), else on the pool, before the matmul's own parallel region. At 8192,
+    // 4-8 tokens of Qwen2.5-0.5B's and Llama-3.2-1B's 896- and 2048-column matrices were
+    // prepared on one thread; on the pool, paired steps on the lent Xeon (run 70) decoded 8
+    // sequences of Qwen2.5-0.5B 4-bit 10% faster (B / A 1.103 against 1.016 for two equal
+    // settings), 8-bit 3% (1.056 / 1.022); the other batches of 4 and 8 moved within the
+    // harness's spread. (Each group's digits are the same either way.)
+    std::int64_t amx_prepare_serial_below = 2048;
     // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
     // kAmxPrefillTokens at a time, instead of dequantized panels and sgemm.
     bool amx_prefill = true;
