@@ -497,8 +497,8 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     const std::int64_t block_stride = n_groups * b_stride;  // B tiles
     const std::int64_t lane_stride = n_groups * 16;         // units and sums
     // Local sums: acc_out may alias the scales the fold reads (__m512 may alias anything), so
-    // with it every FMA of the fold stored its accumulator; now a row's sum is stored once per
-    // group (the fold and the unpack need more than the 32 vector registers).
+    // with it every FMA of the fold stored its accumulator. GCC 12 still keeps these on the
+    // stack, but stores each once per row and group.
     __m512 acc[kBlocks * kTileRows];
 #pragma GCC unroll 32
     for (int m = 0; m < kBlocks * kTileRows; ++m) acc[m] = _mm512_setzero_ps();
