@@ -34,6 +34,7 @@
 // attention-prefetch (CpuTuning::attention_prefetch_heads, flipped), prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
 // long-split-keys=N (min_keys_per_long_split), amx-prepare-serial=N (amx_prepare_serial_below),
+// split-int8-serial=N (split_int8_prepare_serial_below),
 // chunks-per-thread=N (max_chunks_per_thread), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
@@ -286,6 +287,8 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
         tuning.long_context_splits_per_thread = number;
     } else if (name == "long-split-keys" && number > 0) {
         tuning.min_keys_per_long_split = number;
+    } else if (name == "split-int8-serial" && number >= 0) {
+        tuning.split_int8_prepare_serial_below = number;
     } else if (name == "amx-prepare-serial" && number >= 0) {
         tuning.amx_prepare_serial_below = number;
     } else if (name == "chunks-per-thread" && number > 0) {
@@ -653,7 +656,7 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr,
                              "--ab: split-int8, amx, attention-prefetch, none, prefetch-bytes=N, "
                              "attention-min-keys=N, attention-splits=N, long-split-keys=N, "
-                             "amx-prepare-serial=N or chunks-per-thread=N\n");
+                             "amx-prepare-serial=N, split-int8-serial=N or chunks-per-thread=N\n");
                 return 2;
             }
         } else {

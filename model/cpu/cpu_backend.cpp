@@ -378,7 +378,7 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         serial_below = quantize_int16_is_vectorized(w) ? 32768 : 4096;
         min_chunk = 4;
     } else if (in.kernel == DecodeInput::Kernel::kSplitInt8) {
-        serial_below = 8192;
+        serial_below = tuning_.split_int8_prepare_serial_below;
     }
     const std::int64_t total_groups = n * (w.cols / w.group_size);
     serial_or_parallel(

@@ -40,6 +40,9 @@ struct CpuTuning {
     // split each activation into four int8 digits (matmul_split_int8.cpp; within 3e-8 · max|x_g| of
     // x, the precision class of f32) and use integer dot products. false: the f32 kernels.
     bool split_int8_activations = true;
+    // A decode's split-int8 digits are made on the calling thread below this many activations
+    // (tokens x columns), else on the pool (cpu_backend.cpp, prepare_decode, says why).
+    std::int64_t split_int8_prepare_serial_below = 8192;
     // Which instruction set the split-int8 path uses (tests and benches force each; kAuto =
     // best).
     SplitInt8Variant split_int8_variant = SplitInt8Variant::kAuto;
