@@ -23,8 +23,9 @@ inline void publish_tile_config(const AmxTileConfig& cfg) {
     asm volatile("" : : "r"(&cfg) : "memory");
 }
 
-// Tile instructions for the AMX-INT8 kernels, tile numbers as template arguments (GCC's _tile_*
-// macros paste theirs into the instruction text). AT&T operand order: sources first.
+// Tile instructions, tile numbers as template arguments (GCC's _tile_* macros paste theirs into
+// the instruction text). The AMX-INT8 kernel uses them throughout, the AMX-BF16 one for its
+// stores. AT&T operand order: sources first.
 //
 // GCC's macros do not tell the compiler which memory a tile load reads or a store writes: to
 // the compiler, a store into a buffer that only a later _tile_loadd reads is dead, and a load
@@ -57,7 +58,9 @@ inline void tile_store(void* base) {
                  : "r"(base), "r"(std::int64_t{64}), "n"(kTile));
 }
 // For a tile load from memory that C++ code wrote other than through tile_load_buffer's 1 KiB
-// (a zero-padded copy of rows): makes those stores happen before the next tile load.
+// (a zero-padded copy of rows): makes those stores happen before the next tile load. Only for
+// memory the compiler must treat as visible elsewhere (a caller's buffer): a local array whose
+// address never escapes is not ordered by a "memory" clobber.
 inline void publish_tile_data() { asm volatile("" : : : "memory"); }
 // C += A · B on unsigned bytes (A) by signed ones (B).
 template <int kC, int kA, int kB>

@@ -370,7 +370,8 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     //    4864: 2.4 µs); wider rows (Llama's 8192, 7B models' 18944) split over the pool. On the
     //    lent 16-vCPU Xeon the serial split took 1.6 and 4.5-7 µs, most of it invalidating the
     //    other cores' copies of the buffer; preparing it inside the previous op, or a copy per
-    //    thread, measured no faster in the engine (bench/RESULTS.md, session 13).
+    //    thread, measured no faster in the engine (bench/RESULTS.md, session 13); nor did
+    //    splitting 4864 or 896 columns on the pool (--ab split-int8-serial, session 20, run 71).
     //  - grouped: reordering x is a copy of n * cols floats.
     std::int64_t serial_below = 32768;
     std::int64_t min_chunk = 16;

@@ -357,28 +357,28 @@ HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* c
 
 // C_0..C_3 of one group for 16 rows (A in tiles 4, 5) and the token block's B tiles at `b`.
 HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::int64_t tile_bytes) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(6, b, 64);
-    _tile_dpbusd(0, 4, 6);
-    _tile_loadd(7, b + tile_bytes, 64);
-    _tile_dpbusd(1, 4, 7);
-    _tile_loadd(6, b + 2 * tile_bytes, 64);
-    _tile_dpbusd(2, 4, 6);
-    _tile_loadd(7, b + 3 * tile_bytes, 64);
-    _tile_dpbusd(3, 4, 7);
+    tile_zero<0>();
+    tile_zero<1>();
+    tile_zero<2>();
+    tile_zero<3>();
+    tile_load<6>(b, 64);
+    tile_dpbusd<0, 4, 6>();
+    tile_load<7>(b + tile_bytes, 64);
+    tile_dpbusd<1, 4, 7>();
+    tile_load<6>(b + 2 * tile_bytes, 64);
+    tile_dpbusd<2, 4, 6>();
+    tile_load<7>(b + 3 * tile_bytes, 64);
+    tile_dpbusd<3, 4, 7>();
     if (steps == 2) {
         b += 4 * tile_bytes;
-        _tile_loadd(6, b, 64);
-        _tile_dpbusd(0, 5, 6);
-        _tile_loadd(7, b + tile_bytes, 64);
-        _tile_dpbusd(1, 5, 7);
-        _tile_loadd(6, b + 2 * tile_bytes, 64);
-        _tile_dpbusd(2, 5, 6);
-        _tile_loadd(7, b + 3 * tile_bytes, 64);
-        _tile_dpbusd(3, 5, 7);
+        tile_load<6>(b, 64);
+        tile_dpbusd<0, 5, 6>();
+        tile_load<7>(b + tile_bytes, 64);
+        tile_dpbusd<1, 5, 7>();
+        tile_load<6>(b + 2 * tile_bytes, 64);
+        tile_dpbusd<2, 5, 6>();
+        tile_load<7>(b + 3 * tile_bytes, 64);
+        tile_dpbusd<3, 5, 7>();
     }
 }
 
