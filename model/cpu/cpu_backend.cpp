@@ -45,13 +45,11 @@ void CpuBackend::read(const DeviceBuffer& src, std::size_t offset_bytes, void* d
     constexpr std::int64_t kParallelBytes = 256 << 10;
     constexpr std::int64_t kChunkBytes = 32 << 10;
     const auto n = static_cast<std::int64_t>(bytes);
-    if (n < kParallelBytes || pool_.size() == 1) {
-        std::memcpy(to, from, bytes);
-        return;
-    }
-    parallel_ranges(n, kChunkBytes, [&](std::int64_t begin, std::int64_t end, int) {
-        std::memcpy(to + begin, from + begin, static_cast<std::size_t>(end - begin));
-    });
+    serial_or_parallel(n < kParallelBytes || pool_.size() == 1, n, kChunkBytes,
+                       [&](std::int64_t begin, std::int64_t end) {
+                           std::memcpy(to + begin, from + begin,
+                                       static_cast<std::size_t>(end - begin));
+                       });
 }
 
 void CpuBackend::reserve_scratch(std::size_t floats) {
