@@ -31,11 +31,13 @@
 // VMs' speed drifts by 10-20% between runs (bench/RESULTS.md), so two separate runs cannot resolve
 // a change of a few percent; steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped),
-// attention-prefetch (CpuTuning::attention_prefetch_heads, flipped), prefetch-bytes=N,
+// amx-block-prefetch (CpuTuning::amx_prefetch_next_block, flipped), attention-prefetch
+// (CpuTuning::attention_prefetch_heads, flipped), prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
 // long-split-keys=N (min_keys_per_long_split), amx-prepare-serial=N (amx_prepare_serial_below),
-// split-int8-serial=N (split_int8_prepare_serial_below),
-// chunks-per-thread=N (max_chunks_per_thread), or none
+// split-int8-serial=N (split_int8_prepare_serial_below), amx-min-tokens=N,
+// amx-8bit-min-tokens=N, amx-bf16-min-tokens=N (from how many tokens 4-bit, 8-bit and BF16
+// weights decode through AMX tiles), chunks-per-thread=N (max_chunks_per_thread), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
 //
@@ -274,6 +276,10 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
         tuning.amx = !tuning.amx;
         return tuning;
     }
+    if (name == "amx-block-prefetch" && value.empty()) {
+        tuning.amx_prefetch_next_block = !tuning.amx_prefetch_next_block;
+        return tuning;
+    }
     if (name == "attention-prefetch" && value.empty()) {
         tuning.attention_prefetch_heads = !tuning.attention_prefetch_heads;
         return tuning;
@@ -291,6 +297,12 @@ std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::
         tuning.split_int8_prepare_serial_below = number;
     } else if (name == "amx-prepare-serial" && number >= 0) {
         tuning.amx_prepare_serial_below = number;
+    } else if (name == "amx-min-tokens" && number > 0) {
+        tuning.amx_min_tokens = number;
+    } else if (name == "amx-8bit-min-tokens" && number > 0) {
+        tuning.amx_8bit_min_tokens = number;
+    } else if (name == "amx-bf16-min-tokens" && number > 0) {
+        tuning.amx_bf16_min_tokens = number;
     } else if (name == "chunks-per-thread" && number > 0) {
         tuning.max_chunks_per_thread = number;
     } else {
@@ -654,9 +666,12 @@ int main(int argc, char** argv) {
             ab = next();
             if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
                 std::fprintf(stderr,
-                             "--ab: split-int8, amx, attention-prefetch, none, prefetch-bytes=N, "
+                             "--ab: split-int8, amx, amx-block-prefetch, attention-prefetch, none, "
+                             "prefetch-bytes=N, "
                              "attention-min-keys=N, attention-splits=N, long-split-keys=N, "
-                             "amx-prepare-serial=N, split-int8-serial=N or chunks-per-thread=N\n");
+                             "amx-prepare-serial=N, split-int8-serial=N, amx-min-tokens=N, "
+                             "amx-8bit-min-tokens=N, amx-bf16-min-tokens=N or "
+                             "chunks-per-thread=N\n");
                 return 2;
             }
         } else {

@@ -262,7 +262,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         reserve_scratch(static_cast<std::size_t>(amx_row_scratch_floats(w)));
         in.kernel = DecodeInput::Kernel::kAmx;
         in.amx = AmxActivations{s.amx_tiles.data(), s.amx_unit.data(), s.amx_sum.data(),
-                                tuning_.prefetch_bytes};
+                                tuning_.prefetch_bytes, tuning_.amx_prefetch_next_block};
         return in;
     }
     // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles

@@ -52,11 +52,15 @@ struct CpuTuning {
     bool amx = true;
     // 4-bit weights from 3 tokens: batches of 3 decoded 17-25% faster through the tiles than
     // through the f32 kernels, 2 tokens 1-6% slower (2-core Sapphire Rapids here; the lent
-    // 16-vCPU Xeon, run 47: 3 tokens 17-19% faster).
+    // 16-vCPU Xeon, run 47: 3 tokens 17-19% faster). With the block prefetch below, 2 tokens
+    // through the tiles were 16-34% faster here but 5-6% slower on the lent Xeon (run 72,
+    // --ab amx-min-tokens=3: B / A 1.051, 1.059), so 2 tokens stay on the f32 kernels.
     std::int64_t amx_min_tokens = 3;
-    // 8-bit weights from 4: 3 tokens were 3-8% slower for Llama-3.2-1B here, 12% on the lent
-    // Xeon, and 2-8% faster for Qwen2.5-0.5B; 4 tokens 6-17% faster on both machines.
-    std::int64_t amx_8bit_min_tokens = 4;
+    // 8-bit weights from 3 (was 4: before the block prefetch, 3 tokens were 3-12% slower for
+    // Llama-3.2-1B). With it, 3 tokens through the tiles on the lent Xeon (runs 72-73, paired
+    // steps): +5-11% (B / A 0.903-0.939 for --ab amx-8bit-min-tokens=4, 0.987-1.008 for
+    // none); 2 tokens 8% slower (run 72), so not from 2.
+    std::int64_t amx_8bit_min_tokens = 3;
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;
@@ -69,6 +73,15 @@ struct CpuTuning {
     // settings), 8-bit 3% (1.056 / 1.022); the other batches of 4 and 8 moved within the
     // harness's spread. (Each group's digits are the same either way.)
     std::int64_t amx_prepare_serial_below = 2048;
+    // AMX decode streams each 16-row block's codes from memory with the next block's lines
+    // prefetched while the block is multiplied, a block's worth spread over its groups (false:
+    // prefetch_bytes ahead in each of the 16 rows, which for rows shorter than that lands in
+    // lines the block reads anyway). Here (2-core Sapphire Rapids, weights from DRAM, 4864x896
+    // 4-bit): 4 tokens 250-276 -> 197-212 µs, 8 tokens 376 -> 288 µs, 16 tokens 544-567 ->
+    // 461-474 µs. The lent 16-vCPU Xeon (runs 72-73, --ab amx-block-prefetch, B = per row,
+    // three rounds): B / A 0.83-0.98 for every 4- and 8-bit batch of 3-16 sequences of
+    // Qwen2.5-0.5B and Llama-3.2-1B, i.e. 2-20% faster this way.
+    bool amx_prefetch_next_block = true;
     // With amx, prompts (gemm_min_tokens or more) on those weights go through the same tiles,
     // kAmxPrefillTokens at a time, instead of dequantized panels and sgemm.
     bool amx_prefill = true;

@@ -157,6 +157,9 @@ struct AmxActivations {
     const float* unit = nullptr;
     const float* sum = nullptr;
     std::int64_t prefetch_bytes = 0;  // software prefetch distance in the codes; 0 = none
+    // Prefetch the next 16-row block's codes while a block is multiplied (CpuTuning::
+    // amx_prefetch_next_block) instead of prefetch_bytes ahead in each row.
+    bool prefetch_next_block = true;
 };
 // Whether this process may use AMX-INT8 tiles (asks Linux for them once).
 bool amx_available();

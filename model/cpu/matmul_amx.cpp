@@ -438,6 +438,10 @@ struct RowBlock {
     const float* scale;  // [16][n_groups] f32
     const float* bias;   // [16][n_groups] f32
     std::int64_t rows;   // of the block, 1 to 16
+    // The codes of the next block of this call's rows (nullptr at the last) and their 64-byte
+    // lines, prefetched while this block is multiplied (AmxActivations::prefetch_next_block).
+    const std::uint8_t* next_codes;
+    std::int64_t next_lines;
 };
 
 // acc[m] += row m's part of one group from the sums C_k in `c` (C_k[m] at c + k * 256 + m * 16).
@@ -506,7 +510,10 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     const std::uint8_t* rows[kTileRows];
     for (int m = 0; m < kTileRows; ++m)
         rows[m] = codes + std::min<std::int64_t>(m, rb.rows - 1) * row_bytes;
-    const std::int64_t prefetch = tb == 0 ? rb.xa.prefetch_bytes : 0;
+    // The first token block streams the codes in; further ones find them in cache.
+    const std::int64_t prefetch = tb == 0 && !rb.xa.prefetch_next_block ? rb.xa.prefetch_bytes : 0;
+    const std::uint8_t* next_codes = tb == 0 ? rb.next_codes : nullptr;
+    const std::int64_t next_lines_per_group = (rb.next_lines + n_groups - 1) / n_groups;
     const auto fold = [&](std::int64_t g, const std::int32_t* sums) {
         const __m512 unit_g = _mm512_loadu_ps(unit + g * 16);
         const __m512 sum_g = _mm512_loadu_ps(sum + g * 16);
@@ -525,8 +532,15 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     const bool direct = w.bits == 8 && rb.rows == kTileRows;
     if (!direct) unpack_group(w, rows, 0, a[0][0], a[0][1]);
     // The work of group g + 1 while group g is multiplied: its codes unpacked, and the
-    // prefetch ahead of it.
+    // prefetch: a group's share of the next block's lines, or (without that) each row's codes
+    // prefetch_bytes ahead.
     const auto prepare_next = [&](std::int64_t g, int cur) {
+        if (next_codes != nullptr) {
+            const std::int64_t end = std::min(rb.next_lines, (g + 1) * next_lines_per_group);
+            for (std::int64_t line = g * next_lines_per_group; line < end; ++line) {
+                _mm_prefetch(reinterpret_cast<const char*>(next_codes + line * 64), _MM_HINT_T0);
+            }
+        }
         if (g + 1 >= n_groups) return;
         if (prefetch > 0 && ((g + 1) * group_bytes) % 64 == 0) {
             for (int m = 0; m < kTileRows; ++m) {
@@ -609,7 +623,16 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
                              group_bias + m * n_groups);
             }
         }
-        const RowBlock rb{w, xa, n_groups, scale, group_bias, rows};
+        const std::int64_t next_rows = std::min(kTileRows, row_end - (r0 + kTileRows));
+        const RowBlock rb{
+            w,
+            xa,
+            n_groups,
+            scale,
+            group_bias,
+            rows,
+            xa.prefetch_next_block && next_rows > 0 ? base + (r0 + kTileRows) * row_bytes : nullptr,
+            next_rows > 0 ? (next_rows * row_bytes + 63) / 64 : 0};
         // The rows' biases (0 without: value + 0 keeps -0 as +0, as a scalar add did).
         alignas(64) float row_bias_values[kTileRows] = {};
         if (has_bias) {

@@ -337,9 +337,13 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
             for (const std::int64_t n : {7, 19}) {
                 if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
                 const auto x = test::random_floats(static_cast<std::size_t>(n * 1152), 9);
+                // 1, 3 and 7 threads, then 3 with each row's codes prefetched ahead instead of
+                // the next row block's (a prefetch changes no float).
                 std::vector<std::vector<float>> ys;
-                for (int threads : {1, 3, 7}) {
-                    CpuBackend cpu(BackendOptions{threads}, tuning);
+                for (int run = 0; run < 4; ++run) {
+                    CpuTuning run_tuning = tuning;
+                    run_tuning.amx_prefetch_next_block = run < 3;
+                    CpuBackend cpu(BackendOptions{run == 0 ? 1 : run == 2 ? 7 : 3}, run_tuning);
                     ys.emplace_back(static_cast<std::size_t>(n * 83), NAN);
                     cpu.matmul(w.view, x.data(), n, ys.back().data());
                 }
@@ -355,6 +359,8 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                     << what;
                 EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)), 0)
                     << what;
+                EXPECT_EQ(std::memcmp(ys[0].data(), ys[3].data(), ys[0].size() * sizeof(float)), 0)
+                    << what << " (rows prefetched ahead)";
                 CpuBackend cpu(BackendOptions{2}, tuning);
                 for (std::int64_t t : {std::int64_t{0}, n / 2, n - 1}) {
                     std::vector<float> alone(83);
