@@ -257,58 +257,63 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
     for (auto& t : threads) t.join();
 }
 
+// --ab's knobs: a switch flips a bool field of CpuTuning (KNOB), a number sets an integer one
+// (KNOB=N, N >= min). One table, so that parsing and the error message cannot disagree.
+struct AbKnob {
+    const char* name;
+    bool brigade::model::cpu::CpuTuning::*flag = nullptr;
+    std::int64_t brigade::model::cpu::CpuTuning::*number = nullptr;
+    long long min = 0;
+};
+using Tuning = brigade::model::cpu::CpuTuning;
+const AbKnob kAbKnobs[] = {
+    {"split-int8", &Tuning::split_int8_activations},
+    {"amx", &Tuning::amx},
+    {"amx-block-prefetch", &Tuning::amx_prefetch_next_block},
+    {"attention-prefetch", &Tuning::attention_prefetch_heads},
+    {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},
+    {"attention-min-keys", nullptr, &Tuning::min_keys_per_split, 1},
+    {"attention-splits", nullptr, &Tuning::long_context_splits_per_thread, 1},
+    {"long-split-keys", nullptr, &Tuning::min_keys_per_long_split, 1},
+    {"split-int8-serial", nullptr, &Tuning::split_int8_prepare_serial_below, 0},
+    {"amx-prepare-serial", nullptr, &Tuning::amx_prepare_serial_below, 0},
+    {"amx-min-tokens", nullptr, &Tuning::amx_min_tokens, 1},
+    {"amx-8bit-min-tokens", nullptr, &Tuning::amx_8bit_min_tokens, 1},
+    {"amx-bf16-min-tokens", nullptr, &Tuning::amx_bf16_min_tokens, 1},
+    {"chunks-per-thread", nullptr, &Tuning::max_chunks_per_thread, 1},
+};
+
+// "none, split-int8, ..., chunks-per-thread=N": what --ab accepts.
+std::string ab_knob_list() {
+    std::string list = "none";
+    for (const AbKnob& k : kAbKnobs) {
+        list.append(", ").append(k.name);
+        if (k.number != nullptr) list.append("=N");
+    }
+    return list;
+}
+
 // --ab: `tuning` with KNOB applied (NAME or NAME=VALUE; see the usage at the top); nullopt for
-// a knob this bench does not know.
-std::optional<brigade::model::cpu::CpuTuning> knob_applied(brigade::model::cpu::CpuTuning tuning,
-                                                           const std::string& knob) {
+// a knob this bench does not know or a value it does not take.
+std::optional<Tuning> knob_applied(Tuning tuning, const std::string& knob) {
     const auto eq = knob.find('=');
     const std::string name = knob.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : knob.substr(eq + 1);
-    char* end = nullptr;
-    const long long number = std::strtoll(value.c_str(), &end, 10);
-    const bool has_number = !value.empty() && *end == '\0' && number >= 0;
-    if (name == "none" && value.empty()) return tuning;
-    if (name == "split-int8" && value.empty()) {
-        tuning.split_int8_activations = !tuning.split_int8_activations;
+    if (name == "none" && eq == std::string::npos) return tuning;
+    for (const AbKnob& k : kAbKnobs) {
+        if (name != k.name) continue;
+        if (k.flag != nullptr) {
+            if (eq != std::string::npos) return std::nullopt;
+            tuning.*k.flag = !(tuning.*k.flag);
+            return tuning;
+        }
+        char* end = nullptr;
+        const long long number = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || number < k.min) return std::nullopt;
+        tuning.*k.number = number;
         return tuning;
     }
-    if (name == "amx" && value.empty()) {
-        tuning.amx = !tuning.amx;
-        return tuning;
-    }
-    if (name == "amx-block-prefetch" && value.empty()) {
-        tuning.amx_prefetch_next_block = !tuning.amx_prefetch_next_block;
-        return tuning;
-    }
-    if (name == "attention-prefetch" && value.empty()) {
-        tuning.attention_prefetch_heads = !tuning.attention_prefetch_heads;
-        return tuning;
-    }
-    if (!has_number) return std::nullopt;
-    if (name == "prefetch-bytes") {
-        tuning.prefetch_bytes = number;
-    } else if (name == "attention-min-keys" && number > 0) {
-        tuning.min_keys_per_split = number;
-    } else if (name == "attention-splits" && number > 0) {
-        tuning.long_context_splits_per_thread = number;
-    } else if (name == "long-split-keys" && number > 0) {
-        tuning.min_keys_per_long_split = number;
-    } else if (name == "split-int8-serial" && number >= 0) {
-        tuning.split_int8_prepare_serial_below = number;
-    } else if (name == "amx-prepare-serial" && number >= 0) {
-        tuning.amx_prepare_serial_below = number;
-    } else if (name == "amx-min-tokens" && number > 0) {
-        tuning.amx_min_tokens = number;
-    } else if (name == "amx-8bit-min-tokens" && number > 0) {
-        tuning.amx_8bit_min_tokens = number;
-    } else if (name == "amx-bf16-min-tokens" && number > 0) {
-        tuning.amx_bf16_min_tokens = number;
-    } else if (name == "chunks-per-thread" && number > 0) {
-        tuning.max_chunks_per_thread = number;
-    } else {
-        return std::nullopt;
-    }
-    return tuning;
+    return std::nullopt;
 }
 
 // --ab: `warm_up` untimed calls of step(i), then `timed` timed ones, alternating A B B A
@@ -665,13 +670,7 @@ int main(int argc, char** argv) {
         else if (a == "--ab") {
             ab = next();
             if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
-                std::fprintf(stderr,
-                             "--ab: split-int8, amx, amx-block-prefetch, attention-prefetch, none, "
-                             "prefetch-bytes=N, "
-                             "attention-min-keys=N, attention-splits=N, long-split-keys=N, "
-                             "amx-prepare-serial=N, split-int8-serial=N, amx-min-tokens=N, "
-                             "amx-8bit-min-tokens=N, amx-bf16-min-tokens=N or "
-                             "chunks-per-thread=N\n");
+                std::fprintf(stderr, "--ab: %s\n", ab_knob_list().c_str());
                 return 2;
             }
         } else {
