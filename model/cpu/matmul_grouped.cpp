@@ -238,7 +238,7 @@ HWY_INLINE void dot_grouped_rows(const std::uint8_t* base, const GroupedRows& m,
             };
             // A group of 64 is unrolled where the step is known when compiling (4 steps on
             // AVX2, 2 on AVX-512), the same operations in the same order. Here (one thread, from
-            // cache, three alternated rounds) AVX2 4-bit q/o 896x896 7.2-8.1 -> 8.5-8.6 GB/s and
+            // cache, alternated rounds) AVX2 4-bit q/o 896x896 7.2-8.1 -> 8.5-8.6 GB/s and
             // gate/up 6.5-7.9 -> 8.2; AVX-512 8-bit q/o 20.3-22.2 -> 21.9-23.2 (bench/RESULTS.md,
             // session 21).
             if (group == 64 && 2 * n == kChunk) {
