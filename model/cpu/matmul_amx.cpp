@@ -355,31 +355,28 @@ HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* c
     }
 }
 
+// One K step of a group for the wide kernel: C_0..C_3 += A (tile kA) · B_0..B_3 (the token
+// block's four digit tiles at `b`), B tiles rotated through tiles 6 and 7.
+template <int kA>
+HWY_INLINE void multiply_digits(const std::int8_t* b, std::int64_t tile_bytes) {
+    tile_load<6>(b, 64);
+    tile_dpbusd<0, kA, 6>();
+    tile_load<7>(b + tile_bytes, 64);
+    tile_dpbusd<1, kA, 7>();
+    tile_load<6>(b + 2 * tile_bytes, 64);
+    tile_dpbusd<2, kA, 6>();
+    tile_load<7>(b + 3 * tile_bytes, 64);
+    tile_dpbusd<3, kA, 7>();
+}
+
 // C_0..C_3 of one group for 16 rows (A in tiles 4, 5) and the token block's B tiles at `b`.
 HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::int64_t tile_bytes) {
     tile_zero<0>();
     tile_zero<1>();
     tile_zero<2>();
     tile_zero<3>();
-    tile_load<6>(b, 64);
-    tile_dpbusd<0, 4, 6>();
-    tile_load<7>(b + tile_bytes, 64);
-    tile_dpbusd<1, 4, 7>();
-    tile_load<6>(b + 2 * tile_bytes, 64);
-    tile_dpbusd<2, 4, 6>();
-    tile_load<7>(b + 3 * tile_bytes, 64);
-    tile_dpbusd<3, 4, 7>();
-    if (steps == 2) {
-        b += 4 * tile_bytes;
-        tile_load<6>(b, 64);
-        tile_dpbusd<0, 5, 6>();
-        tile_load<7>(b + tile_bytes, 64);
-        tile_dpbusd<1, 5, 7>();
-        tile_load<6>(b + 2 * tile_bytes, 64);
-        tile_dpbusd<2, 5, 6>();
-        tile_load<7>(b + 3 * tile_bytes, 64);
-        tile_dpbusd<3, 5, 7>();
-    }
+    multiply_digits<4>(b, tile_bytes);
+    if (steps == 2) multiply_digits<5>(b + 4 * tile_bytes, tile_bytes);
 }
 
 // An A tile: from the unpacked codes (a_stride 64, the 1 KiB buffer unpack_group filled) or
