@@ -32,7 +32,8 @@
 // a change of a few percent; steps a few ms apart can. KNOB is NAME or NAME=VALUE: split-int8
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped),
 // amx-block-prefetch (CpuTuning::amx_prefetch_next_block, flipped), attention-prefetch
-// (CpuTuning::attention_prefetch_heads, flipped), prefetch-bytes=N,
+// (CpuTuning::attention_prefetch_heads, flipped), attention-all-heads
+// (CpuTuning::attention_fewer_heads_per_tile, flipped), prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
 // long-split-keys=N (min_keys_per_long_split), amx-prepare-serial=N (amx_prepare_serial_below),
 // split-int8-serial=N (split_int8_prepare_serial_below), amx-min-tokens=N,
@@ -271,6 +272,7 @@ const AbKnob kAbKnobs[] = {
     {"amx", &Tuning::amx},
     {"amx-block-prefetch", &Tuning::amx_prefetch_next_block},
     {"attention-prefetch", &Tuning::attention_prefetch_heads},
+    {"attention-all-heads", &Tuning::attention_fewer_heads_per_tile},
     {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},
     {"attention-min-keys", nullptr, &Tuning::min_keys_per_split, 1},
     {"attention-splits", nullptr, &Tuning::long_context_splits_per_thread, 1},

@@ -656,6 +656,9 @@ int main(int argc, char** argv) {
         split_backends.emplace_back(std::make_unique<CpuBackend>(BackendOptions{opt.threads}, t),
                                     " [min keys " + std::to_string(min_keys) + "]");
     }
+    CpuTuning all_heads = grouped;
+    all_heads.attention_fewer_heads_per_tile = false;
+    CpuBackend all_heads_backend(BackendOptions{opt.threads}, all_heads);
     for (const auto& a : {AttnShape{"qwen0.5b", 14, 2, 64}, AttnShape{"llama1b", 32, 8, 64}}) {
         for (std::int64_t n_kv :
              {std::int64_t{512}, std::int64_t{4096}, std::int64_t{8192}, std::int64_t{32768}}) {
@@ -741,16 +744,19 @@ int main(int argc, char** argv) {
                 }
                 args.kv_dtype = DType::kF16;
                 auto time_f16 = [&](const std::vector<std::vector<std::uint16_t>>& keys,
-                                    KeyLayout layout) {
+                                    KeyLayout layout, CpuBackend& b) {
                     args.k_layout = layout;
                     const double t = time_attention_of(
-                        backend, [&](int i) { return keys[static_cast<std::size_t>(i)].data(); },
+                        b, [&](int i) { return keys[static_cast<std::size_t>(i)].data(); },
                         [&](int i) { return v16[static_cast<std::size_t>(i)].data(); }, n16);
                     args.k_layout = KeyLayout::kRows;
                     return t;
                 };
-                const double t16 = time_f16(kt16, KeyLayout::kTiles);
-                const double t16_rows = time_f16(k16, KeyLayout::kRows);
+                const double t16 = time_f16(kt16, KeyLayout::kTiles, backend);
+                const double t16_rows = time_f16(k16, KeyLayout::kRows, backend);
+                // Short contexts: decode tiles of every KV head (the plan before session 22).
+                const double t16_all =
+                    n_kv <= 4096 ? time_f16(kt16, KeyLayout::kTiles, all_heads_backend) : 0.0;
                 args.kv_dtype = DType::kF32;
                 report({name + " [f16]", bytes / 2 / t16 / 1e9, "GB/s", bandwidth,
                         "read bandwidth GB/s"});
@@ -758,6 +764,11 @@ int main(int argc, char** argv) {
                 report({name + " [f16 key rows]", bytes / 2 / t16_rows / 1e9, "GB/s", bandwidth,
                         "read bandwidth GB/s"});
                 report({name + " [f16] time / [f16 key rows] time", t16 / t16_rows, "x", 0, ""});
+                if (t16_all > 0.0) {
+                    report({name + " [f16] per call", t16 * 1e6, "µs", 0, ""});
+                    report({name + " [f16, every head per tile] per call", t16_all * 1e6, "µs", 0,
+                            ""});
+                }
             }
             if (n_kv > 4096) continue;
             report({name + " per call", best * 1e6, "µs", 0, ""});

@@ -396,6 +396,35 @@ HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::i
     }
 }
 
+// prefetch_keys for KV heads [h0, h1) of a tile that does not take them all: their part of
+// each key tile and of each value row is one run.
+template <class T, bool kTiled>
+HWY_INLINE void prefetch_keys_of_heads(const AttentionArgs& a, std::int64_t h0, std::int64_t h1,
+                                       std::int64_t begin, std::int64_t end) {
+    if (end <= begin) return;
+    const std::int64_t row = a.n_kv_heads * a.head_dim;
+    const auto size = static_cast<std::int64_t>(sizeof(T));
+    const std::int64_t run = (h1 - h0) * a.head_dim * size;  // bytes of a row's heads
+    const auto* k_base = static_cast<const char*>(a.k);
+    const auto* v_base = static_cast<const char*>(a.v);
+    if constexpr (kTiled) {
+        for (std::int64_t t = begin / kKeyTile; t < (end + kKeyTile - 1) / kKeyTile; ++t) {
+            const char* k = k_base + (t * row + h0 * a.head_dim) * kKeyTile * size;
+            for (std::int64_t off = 0; off < run * kKeyTile; off += 64) {
+                __builtin_prefetch(k + off, 0, 2);
+            }
+        }
+    }
+    for (std::int64_t j = begin; j < end; ++j) {
+        const char* v = v_base + (j * row + h0 * a.head_dim) * size;
+        for (std::int64_t off = 0; off < run; off += 64) __builtin_prefetch(v + off, 0, 2);
+        if constexpr (!kTiled) {
+            const char* k = k_base + (j * row + h0 * a.head_dim) * size;
+            for (std::int64_t off = 0; off < run; off += 64) __builtin_prefetch(k + off, 0, 2);
+        }
+    }
+}
+
 // Asks for the K and V rows of KV head `kvh` for keys [begin, end) to be brought into L2. A
 // decode tile reads one head of a key block at a time: head_dim floats every kv_stride floats
 // (every 2 KiB for Llama-3.2-1B), a stride the hardware prefetchers barely follow, so each pass
@@ -556,15 +585,21 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     // floats of K and of V) stays in L1/L2 while all of the tile's query rows use it.
     // K and V rows of a key range are contiguous when the tile takes every KV head (decode).
     const bool all_heads = tile.kv_head_begin == 0 && tile.kv_head_end == a.n_kv_heads;
+    // A decode tile of some of the heads (short contexts, CpuTuning::
+    // attention_fewer_heads_per_tile) prefetches as one of all heads does.
+    const bool some_heads_decode = !all_heads && tile.q_end - tile.q_begin == 1;
+    const std::int64_t first_end = std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end);
     if (all_heads) {
-        prefetch_keys<T, kTiled>(a, tile.key_begin,
-                                 std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end));
+        prefetch_keys<T, kTiled>(a, tile.key_begin, first_end);
+    } else if (some_heads_decode) {
+        prefetch_keys_of_heads<T, kTiled>(a, tile.kv_head_begin, tile.kv_head_end, tile.key_begin,
+                                          first_end);
     }
     HWY_DASSERT(!kTiled || tile.key_begin % kKeyTile == 0);
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
         for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {
-            if (prefetch_heads && all_heads && a.n_kv_heads > 1) {
+            if (prefetch_heads && (all_heads ? a.n_kv_heads > 1 : some_heads_decode)) {
                 // The next head of this block, or the first head of the next block.
                 if (kvh + 1 < tile.kv_head_end) {
                     prefetch_head<T, kTiled>(a, kvh + 1, kb, ke);

@@ -106,11 +106,21 @@ struct CpuTuning {
     // where it measured faster; off elsewhere).
     std::int64_t batched_min_tokens = 0;
     // A context is split over several attention tiles once each still has this many keys
-    // (divided by the KV heads a decode tile covers). Measured in the engine on a 16-core Xeon
+    // (per KV head; divided by the KV heads of a decode tile when
+    // attention_fewer_heads_per_tile is off). Measured in the engine on a 16-core Xeon
     // VM (engine_bench --attention-min-keys, bench/RESULTS.md session 4): 64 instead of 256
     // halved Qwen2.5-0.5B's decode attention at ~530 positions (47 -> 20-23 µs per layer: 4
     // splits became 16); Llama-3.2-1B (8 KV heads per tile) was unchanged.
     std::int64_t min_keys_per_split = 64;
+    // A decode tile covers every KV head of its key range while the context gives enough
+    // splits of min_keys_per_split keys (per head) for about two tasks per thread; below that
+    // it covers half the heads, a quarter, ..., instead of splitting the keys finer. A split of
+    // fewer than 64 keys (one key block) scores them one vector at a time, four FMA chains for
+    // Llama-3.2-1B's four query rows, each waiting on its last FMA: at 512 positions the 32
+    // splits of 16 keys x 8 heads took 73-81 µs on one thread here against 42 for 16 tiles of
+    // 2 heads x 64 keys (bench/RESULTS.md, session 22). Off: every head in each decode tile,
+    // splits of min_keys_per_split / heads keys (16 at least), as before.
+    bool attention_fewer_heads_per_tile = true;
     // A decode context is split into about two tiles per thread (claimed dynamically), and
     // into up to this many per thread while each split keeps min_keys_per_long_split keys: a
     // thread slowed by its hyperthread sibling then holds up the step by a smaller share.

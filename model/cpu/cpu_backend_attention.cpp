@@ -29,20 +29,30 @@ CpuBackend::AttentionPlan CpuBackend::plan_attention(const AttentionArgs& a) con
     // rows stay in L1/L2 while a key block is reused across them.
     p.q_block = std::clamp<std::int64_t>(ceil_div(a.n_q * a.n_kv_heads, 4 * n_threads), 1, 32);
     p.n_q_blocks = ceil_div(a.n_q, p.q_block);
-    // One query block (decode, short chunks): a tile takes every KV head of a key range, so
-    // each thread streams one contiguous slice of the cache instead of every n_kv_heads-th
-    // run of it, and the keys are split over the threads. Otherwise one KV head per tile.
+    // One query block (decode, short chunks): a tile takes every KV head of a key range (or,
+    // at short contexts, a contiguous run of them), so each thread streams one contiguous
+    // slice of the cache instead of every n_kv_heads-th run of it, and the keys are split over
+    // the threads. Otherwise one KV head per tile.
     p.heads_per_tile = p.n_q_blocks == 1 ? a.n_kv_heads : 1;
+    // Splits keep at least min_keys_per_split keys each (see CpuTuning).
+    const std::int64_t min_keys = std::max<std::int64_t>(
+        kAttentionSplitAlign, tuning_.attention_fewer_heads_per_tile
+                                  ? tuning_.min_keys_per_split
+                                  : tuning_.min_keys_per_split / p.heads_per_tile);
+    const std::int64_t max_splits = std::max<std::int64_t>(1, a.n_kv / min_keys);
+    if (tuning_.attention_fewer_heads_per_tile && p.n_q_blocks == 1) {
+        // Halving keeps the heads per tile a divisor of the KV heads.
+        while (p.heads_per_tile % 2 == 0 &&
+               a.n_kv_heads / p.heads_per_tile * max_splits < 2 * n_threads) {
+            p.heads_per_tile /= 2;
+        }
+    }
     p.n_head_groups = a.n_kv_heads / p.heads_per_tile;
     p.n_items = p.n_head_groups * p.n_q_blocks;
     p.n_splits = 1;
     if (p.n_items < 2 * n_threads) {
-        // Splits keep at least min_keys_per_split keys x KV heads of work each (fewer keys
-        // for a tile of several heads), and come in a multiple of the thread count where the
-        // context allows, so the threads finish together.
-        const std::int64_t min_keys =
-            std::max<std::int64_t>(16, tuning_.min_keys_per_split / p.heads_per_tile);
-        const std::int64_t max_splits = std::max<std::int64_t>(1, a.n_kv / min_keys);
+        // Splits come in a multiple of the thread count where the context allows, so the
+        // threads finish together.
         // About two splits per thread; long contexts more, while each keeps min_keys_per_long_split
         // keys, so a thread slowed by its hyperthread sibling holds up the step by less.
         std::int64_t want = ceil_div(2 * n_threads, p.n_items);

@@ -416,6 +416,27 @@ TEST(CpuOps, AttentionSplitsLongContextsAcrossThreads) {
     }
 }
 
+// Short decode contexts on 16 threads: tiles of half, a quarter, ... of the KV heads (8 KV
+// heads at 530 positions: 2 heads x 8 splits; 2 at 200: 1 head x 3 splits; 6 at 300: 3 x 4),
+// the heads' first blocks prefetched as their own runs, the splits merged per head group; each
+// KV format against the reference, and the same with every head in each tile.
+TEST(CpuOps, AttentionDecodeTilesOfSomeHeadsAtShortContexts) {
+    for (const bool fewer : {true, false}) {
+        CpuTuning tuning;
+        tuning.attention_fewer_heads_per_tile = fewer;
+        CpuBackend cpu(BackendOptions{16}, tuning);
+        const std::string label = fewer ? "fewer heads per tile" : "every head per tile";
+        for (const AttnCase& c :
+             {AttnCase{1, 530, 32, 8, 64, 529}, AttnCase{1, 530, 14, 2, 64, 529},
+              AttnCase{1, 200, 14, 2, 64, 199}, AttnCase{1, 300, 12, 6, 36, 299},
+              AttnCase{1, 64, 32, 8, 64, 63}}) {
+            check_attention(cpu, c, label, DType::kF16, KeyLayout::kTiles);
+            check_attention(cpu, c, label, DType::kF16, KeyLayout::kRows);
+            check_attention(cpu, c, label, DType::kF32, KeyLayout::kRows);
+        }
+    }
+}
+
 TEST(CpuOps, SiluMulAndAddIncludingAliasAndParallelSizes) {
     auto ref = reference();
     for (int threads : {1, 3}) {
