@@ -1,7 +1,8 @@
 #pragma once
 // Random checkpoints shaped like real models for engine_bench (issues 2 and 8): the shapes of
-// Qwen2.5-0.5B and Llama-3.2-1B, written tensor by tensor as BF16 safetensors or as MLX affine
-// 8-/4-bit group-64 copies (model/io/quantize, BF16 scales), without holding the file in memory.
+// Qwen2.5-0.5B and Llama-3.2-1B (and Llama-3.1-8B on request), written tensor by tensor as BF16
+// safetensors or as MLX affine 8-/4-bit group-64 copies (model/io/quantize, BF16 scales), without
+// holding the file in memory.
 
 #include <algorithm>
 #include <cstdint>
@@ -41,6 +42,25 @@ const Shape kLlama1b = {"llama-3.2-1b",
                         "llama",
                         {{"rope_type", "llama3"},
                          {"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}},
+                        5e5};
+
+// Not in the default set (its BF16 file is 16 GB): the shape most home labs run, for what the
+// per-op costs of the small shapes above come to on big matrices.
+const Shape kLlama8b = {"llama-3.1-8b",
+                        4096,
+                        32,
+                        32,
+                        8,
+                        128,
+                        14336,
+                        128256,
+                        false,
+                        "llama",
+                        {{"rope_type", "llama3"},
+                         {"factor", 8.0},
                          {"low_freq_factor", 1.0},
                          {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 8192}},

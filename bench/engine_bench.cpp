@@ -19,6 +19,7 @@
 //       n_dispatches): the per-token overhead that fused layer ops cut
 //
 //   engine_bench [--models qwen2.5-0.5b,llama-3.2-1b] [--formats bf16,q8,q4]
+//                (--models llama-3.1-8b: that shape too, not in the default set: 4.5 GB in q4)
 //                [--prompts 512,4096] [--contexts 8192,32768] [--decode 32] [--threads 0]
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //                [--activations default|f32|int16|int8] [--profile] [--attention-min-keys N]
@@ -104,6 +105,7 @@ double seconds_since(Clock::time_point t) {
 using brigade::bench::EngineResult;
 using brigade::bench::FastRng;
 using brigade::bench::kLlama1b;
+using brigade::bench::kLlama8b;
 using brigade::bench::kQwen05;
 using brigade::bench::Shape;
 using brigade::bench::StreamingCheckpointWriter;
@@ -704,7 +706,10 @@ int main(int argc, char** argv) {
 
     std::vector<EngineResult> results;
     for (const auto& m : split_list(models)) {
-        Shape shape = m == kQwen05.name ? kQwen05 : m == kLlama1b.name ? kLlama1b : Shape{};
+        Shape shape = m == kQwen05.name    ? kQwen05
+                      : m == kLlama1b.name ? kLlama1b
+                      : m == kLlama8b.name ? kLlama8b
+                                           : Shape{};
         if (shape.name.empty()) {
             std::fprintf(stderr, "unknown model %s\n", m.c_str());
             return 2;
