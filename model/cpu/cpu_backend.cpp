@@ -218,10 +218,11 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                     tuning_.prefetch_bytes, tuning_.grouped_multi_row};
         return in;
     }
-    // One token only: with 2-4 the f32 kernels decode each code once for all of them, while
-    // every digit of every token costs dot products (4 sequences of Llama-3.2-1B q4 on a
-    // 2-core Sapphire Rapids: 48-49 tok/s split, 67-68 f32).
-    if (tuning_.split_int8_activations && n == 1 && split_int8_kernel_supports(w)) {
+    // Up to split_int8_max_tokens (2) tokens: with more, the f32 kernels (or AMX tiles, below)
+    // decode each code once for all of them, while every digit of every token costs dot
+    // products here.
+    if (tuning_.split_int8_activations && n <= tuning_.split_int8_max_tokens &&
+        split_int8_kernel_supports(w)) {
         const auto bytes = static_cast<std::size_t>(n * split_int8_token_bytes(w));
         if (s.digits.size() < bytes) s.digits.resize(bytes);
         if (s.digit_unit.size() < n_groups) {
@@ -397,8 +398,17 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
             gemv_rows_grouped(w, in.grouped, n, row_begin, row_end, bias, y, w.rows);
             return;
         case DecodeInput::Kernel::kSplitInt8:
-            gemv_rows_split_int8(tuning_.split_int8_variant, w, in.split, row_begin, row_end, bias,
-                                 y);
+            // Token by token over the same rows: the second token reads the codes from cache,
+            // and each token gets the floats it gets alone.
+            for (std::int64_t t = 0; t < n; ++t) {
+                const std::int64_t n_groups = w.cols / w.group_size;
+                SplitInt8Activations token = in.split;
+                token.digits += t * split_int8_token_bytes(w);
+                token.unit += t * n_groups;
+                token.sum += t * n_groups;
+                gemv_rows_split_int8(tuning_.split_int8_variant, w, token, row_begin, row_end, bias,
+                                     y + t * w.rows);
+            }
             return;
         case DecodeInput::Kernel::kInt8:
             gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,

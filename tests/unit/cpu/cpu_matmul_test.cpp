@@ -300,15 +300,47 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     }
 }
 
+// Two tokens on 4-bit weights go through the one-token split-int8 kernel token by token
+// (CpuTuning::split_int8_max_tokens): each gets the bits it gets alone, on any thread count,
+// for every group size and kernel variant.
+TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
+    if (split_int8_variants_available().empty())
+        GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        CpuTuning tuning;
+        tuning.int16_activations = false;
+        tuning.split_int8_variant = variant;
+        tuning.split_int8_max_tokens = 2;
+        for (int group : {32, 64, 128}) {
+            auto w = test::make_quant_weight(4, group, DType::kBF16, 75, 896, 60 + group, 0);
+            const auto x = test::random_floats(2 * 896, 11);
+            for (int threads : {1, 3}) {
+                CpuBackend cpu(BackendOptions{threads}, tuning);
+                std::vector<float> both(2 * 75, NAN), first(75, NAN), second(75, NAN);
+                cpu.matmul(w.view, x.data(), 2, both.data());
+                cpu.matmul(w.view, x.data(), 1, first.data());
+                cpu.matmul(w.view, x.data() + 896, 1, second.data());
+                const std::string what = std::string(split_int8_variant_name(variant)) + " g" +
+                                         std::to_string(group) +
+                                         " threads=" + std::to_string(threads);
+                EXPECT_EQ(std::memcmp(both.data(), first.data(), 75 * sizeof(float)), 0) << what;
+                EXPECT_EQ(std::memcmp(both.data() + 75, second.data(), 75 * sizeof(float)), 0)
+                    << what;
+            }
+        }
+    }
+}
+
 // AMX tiles (matmul_amx.cpp) for 2-31 tokens and prompts: every format, 4- and 8-bit ones
 // taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads). 2-8
 // tokens are narrow blocks of 4 (5 and 8: two of them), 9-31 wide blocks of 16 (17 and 31: two),
-// 33 and 70 prompts of 2 and 3 chunks, the last one partial. amx_min_tokens = 2 sends 2 tokens
-// through the tiles too.
+// 33 and 70 prompts of 2 and 3 chunks, the last one partial. amx_min_tokens = 2 (with
+// split_int8_max_tokens = 1) sends 2 tokens through the tiles too.
 TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
     CpuTuning tuning;
     tuning.int16_activations = false;
+    tuning.split_int8_max_tokens = 1;
     tuning.amx_min_tokens = 2;
     tuning.amx_8bit_min_tokens = 2;
     tuning.amx_bf16_min_tokens = 2;
