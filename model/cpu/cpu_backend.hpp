@@ -128,7 +128,7 @@ struct CpuTuning {
     // Llama-3.2-1B's four query rows, each waiting on its last FMA: at 512 positions the 32
     // splits of 16 keys x 8 heads took 73-81 µs on one thread here against 42-44 for tiles of
     // 2 or 4 heads x 64 keys; on the lent Xeon (16 threads) 25 µs a call against 36-51, and one
-    // sequence decoded 1.5-4.6% faster in paired steps (bench/RESULTS.md, session 22). Off:
+    // sequence decoded 1-5% faster in paired steps (bench/RESULTS.md, session 22). Off:
     // every head in each decode tile, splits of min_keys_per_split / heads keys (16 at least).
     bool attention_fewer_heads_per_tile = true;
     // A decode context is split into about two tiles per thread (claimed dynamically), and
