@@ -401,11 +401,11 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
             // Token by token over the same rows: the second token reads the codes from cache,
             // and each token gets the floats it gets alone.
             for (std::int64_t t = 0; t < n; ++t) {
-                const std::int64_t n_groups = w.cols / w.group_size;
+                const std::int64_t groups = w.cols / w.group_size;  // per token
                 SplitInt8Activations token = in.split;
                 token.digits += t * split_int8_token_bytes(w);
-                token.unit += t * n_groups;
-                token.sum += t * n_groups;
+                token.unit += t * groups;
+                token.sum += t * groups;
                 gemv_rows_split_int8(tuning_.split_int8_variant, w, token, row_begin, row_end, bias,
                                      y + t * w.rows);
             }

@@ -48,9 +48,9 @@ struct CpuTuning {
     // token gets the floats it gets alone). Above it: AMX tiles or the f32 kernels, which decode
     // each code once for all tokens. 2 sequences on the lent Xeon (session 22, run 90, paired
     // steps): Qwen2.5-0.5B 4-bit +14%, Llama-3.2-1B 4-bit +5% against the f32 kernels (AMX
-    // tiles from 2 tokens: +7% and +3%); there, 2 sequences had decoded only 1.03-1.12x one
-    // sequence's tok/s. (4 tokens this way lost to the f32 kernels on a 2-core Sapphire Rapids:
-    // 48-49 against 67-68 tok/s, Llama-3.2-1B 4-bit.)
+    // tiles from 2 tokens: +7% and +3%), and +8-9% and +1-13% as the default (run 91); 2
+    // sequences had decoded only 1.03-1.12x one sequence's tok/s. (4 tokens this way lost to the
+    // f32 kernels on a 2-core Sapphire Rapids: 48-49 against 67-68 tok/s, Llama-3.2-1B 4-bit.)
     std::int64_t split_int8_max_tokens = 2;
     // Which instruction set the split-int8 path uses (tests and benches force each; kAuto =
     // best).
