@@ -40,7 +40,8 @@
 // split-int8-serial=N (split_int8_prepare_serial_below), amx-min-tokens=N,
 // amx-8bit-min-tokens=N, amx-bf16-min-tokens=N (from how many tokens 4-bit, 8-bit and BF16
 // weights decode through AMX tiles), chunks-per-thread=N (max_chunks_per_thread),
-// split-int8-max-tokens=N (up to how many tokens 4-bit decode takes the split-int8 kernel), or none
+// split-int8-max-tokens=N (up to how many tokens 4-bit decode takes the split-int8 kernel),
+// split-int8-pair (CpuTuning::split_int8_pair, flipped), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
 //
@@ -287,6 +288,7 @@ const AbKnob kAbKnobs[] = {
     {"amx-bf16-min-tokens", nullptr, &Tuning::amx_bf16_min_tokens, 1},
     {"chunks-per-thread", nullptr, &Tuning::max_chunks_per_thread, 1},
     {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
+    {"split-int8-pair", &Tuning::split_int8_pair},
 };
 
 // "none, split-int8, ..., chunks-per-thread=N": what --ab accepts.

@@ -400,6 +400,16 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
         case DecodeInput::Kernel::kSplitInt8:
             // Token by token over the same rows: the second token reads the codes from cache,
             // and each token gets the floats it gets alone.
+            if (n == 2 && tuning_.split_int8_pair) {
+                SplitInt8Activations second = in.split;
+                const std::int64_t groups = w.cols / w.group_size;  // per token
+                second.digits += split_int8_token_bytes(w);
+                second.unit += groups;
+                second.sum += groups;
+                gemv_rows_split_int8_pair(tuning_.split_int8_variant, w, in.split, second,
+                                          row_begin, row_end, bias, y, y + w.rows);
+                return;
+            }
             for (std::int64_t t = 0; t < n; ++t) {
                 const std::int64_t groups = w.cols / w.group_size;  // per token
                 SplitInt8Activations token = in.split;

@@ -52,6 +52,10 @@ struct CpuTuning {
     // sequences had decoded only 1.03-1.12x one sequence's tok/s. (4 tokens this way lost to the
     // f32 kernels on a 2-core Sapphire Rapids: 48-49 against 67-68 tok/s, Llama-3.2-1B 4-bit.)
     std::int64_t split_int8_max_tokens = 2;
+    // Two tokens through one kernel call where the kernel has a two-token form (AVX-512:
+    // each chunk's codes unpacked once for both, gemv_rows_split_int8_pair); false: one token
+    // after the other. The same floats either way.
+    bool split_int8_pair = true;
     // Which instruction set the split-int8 path uses (tests and benches force each; kAuto =
     // best).
     SplitInt8Variant split_int8_variant = SplitInt8Variant::kAuto;

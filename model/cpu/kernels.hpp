@@ -132,11 +132,16 @@ void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, con
                             std::int64_t begin, std::int64_t end, std::int8_t* digits, float* unit,
                             float* sum);
 // y[r] = dot(x, W[r, :]) (+ bias[r]) for rows [row_begin, row_end) of a w that
-// split_int8_kernel_supports, one token (with 2-4 the f32 kernels decode each code once for all
-// of them and are faster).
+// split_int8_kernel_supports, one token.
 void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
                           const SplitInt8Activations& xa, std::int64_t row_begin,
                           std::int64_t row_end, const WeightVector* bias, float* y);
+// The same for two tokens: together where the kernel takes them so (AVX-512: each chunk's
+// codes unpacked once for both), else one after the other. Each token gets its floats alone.
+void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
+                               const SplitInt8Activations& x0, const SplitInt8Activations& x1,
+                               std::int64_t row_begin, std::int64_t row_end,
+                               const WeightVector* bias, float* y0, float* y1);
 
 // Decode of 2-31 tokens (by default from 3 on 4-bit, 4 on 8-bit) on 4- and 8-bit weights through
 // AMX tiles (matmul_amx.cpp; x86 with AMX-INT8, AVX-512 and Linux's permission), the activations

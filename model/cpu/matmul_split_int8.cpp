@@ -168,11 +168,14 @@ HWY_INLINE __m512i chunk_sum(__m512i lo, __m512i hi, const ChunkDigits& d) {
     return _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[3] - kPosition[1]), b);
 }
 
-// out[i] = row r0 + i · x for R rows, without the rows' additive bias. The rows share each
-// chunk's digits (loaded once). SHARED: groups of 32 or 64, more than one per chunk (each lane
-// takes its group's factor through a permute); otherwise one factor, broadcast, per chunk.
-template <int R, bool SHARED>
-HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
+// out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]: token t's digits), without the
+// rows' additive bias. The rows share each chunk's digits; the tokens share each chunk's codes,
+// unpacked once. SHARED: groups of 32 or 64, more than one per chunk (each lane takes its
+// group's factor through a permute); otherwise one factor, broadcast, per chunk. Each token's
+// floats are those of T = 1.
+template <int R, bool SHARED, int T>
+HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa, std::int64_t r0,
+                           float (*out)[4]) {
     const WeightMatrix& w = m.w;
     const std::int64_t n_groups = m.n_groups;
     const std::int64_t row_bytes = w.row_bytes();
@@ -196,13 +199,15 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     }
     // Each row's sum, the bias terms included (one reduction at the end; Qwen2.5-0.5B's rows of
     // 7 chunks spent a sixth of their time on a second one).
-    __m512 f[R];
-    for (int i = 0; i < R; ++i) f[i] = _mm512_setzero_ps();
+    __m512 f[T][R];
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) f[t][i] = _mm512_setzero_ps();
+    }
     // scale · unit per row and group of the pass, and zeros for up to 3 groups past the last: a
     // padded chunk's permute picks them for its missing elements (whose products are zero, but
     // 0 · NaN would not be). + 16: a permute loads 16 factors and picks from the first 4.
-    alignas(64) float factor[R][kFactorGroups + 16];
-    TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes);
+    alignas(64) float factor[T][R][kFactorGroups + 16];
+    TilePrefetch<R> prefetch(xa[0]->prefetch_bytes, row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
         for (int i = 0; i < R; ++i) {
@@ -212,11 +217,15 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
                 const __m512 scale = load_affine(w.scale_dtype, w.scales, at + g, mask);
                 const __m512 bias = load_affine(w.scale_dtype, w.biases, at + g, mask);
                 const std::int64_t xg = g0 + g;
-                _mm512_store_ps(factor[i] + g,
-                                _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, m.xa.unit + xg)));
-                f[i] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(mask, m.xa.sum + xg), f[i]);
+                for (int t = 0; t < T; ++t) {
+                    _mm512_store_ps(
+                        factor[t][i] + g,
+                        _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, xa[t]->unit + xg)));
+                    f[t][i] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(mask, xa[t]->sum + xg),
+                                              f[t][i]);
+                }
             }
-            _mm_storeu_ps(factor[i] + count, _mm_setzero_ps());
+            for (int t = 0; t < T; ++t) _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
         }
         const std::int64_t c_begin = (g0 << m.group_shift) / kChunkElems;
         const std::int64_t c_end =
@@ -225,44 +234,89 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             // The chunk's first group, within the pass.
             const std::int64_t first_group = ((c * kChunkElems) >> m.group_shift) - g0;
             prefetch.ahead_of(codes, c * kChunkBytes);
-            const ChunkDigits d(m.xa.digits + c * kChunkDigitBytes);
             // A masked load costs what a plain one does: the short last chunk's missing codes
             // load as zero, and one code path keeps the sums in registers.
             const __mmask64 mask = c < full ? all : tail_mask;
-            for (int i = 0; i < R; ++i) {
-                const __m512i v = _mm512_maskz_loadu_epi8(mask, codes[i] + c * kChunkBytes);
-                const __m512i lo = _mm512_and_si512(v, nibble);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-                const float* fac = factor[i] + first_group;
-                const __m512 scale = SHARED
-                                         ? _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(fac))
-                                         : _mm512_set1_ps(*fac);
-                f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(chunk_sum(lo, hi, d)), scale, f[i]);
+            if constexpr (T == 1) {
+                const ChunkDigits d(xa[0]->digits + c * kChunkDigitBytes);
+                for (int i = 0; i < R; ++i) {
+                    const __m512i v = _mm512_maskz_loadu_epi8(mask, codes[i] + c * kChunkBytes);
+                    const __m512i lo = _mm512_and_si512(v, nibble);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+                    const float* fac = factor[0][i] + first_group;
+                    const __m512 scale =
+                        SHARED ? _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(fac))
+                               : _mm512_set1_ps(*fac);
+                    f[0][i] =
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(chunk_sum(lo, hi, d)), scale, f[0][i]);
+                }
+            } else {
+                // The rows' codes unpacked once, then each token's digits over them.
+                __m512i lo[R], hi[R];
+                for (int i = 0; i < R; ++i) {
+                    const __m512i v = _mm512_maskz_loadu_epi8(mask, codes[i] + c * kChunkBytes);
+                    lo[i] = _mm512_and_si512(v, nibble);
+                    hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+                }
+                for (int t = 0; t < T; ++t) {
+                    const ChunkDigits d(xa[t]->digits + c * kChunkDigitBytes);
+                    for (int i = 0; i < R; ++i) {
+                        const float* fac = factor[t][i] + first_group;
+                        const __m512 scale =
+                            SHARED ? _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(fac))
+                                   : _mm512_set1_ps(*fac);
+                        f[t][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(chunk_sum(lo[i], hi[i], d)),
+                                                  scale, f[t][i]);
+                    }
+                }
             }
         }
     }
-    for (int i = 0; i < R; ++i) {
-        out[i] = _mm512_reduce_add_ps(f[i]);
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) out[t][i] = _mm512_reduce_add_ps(f[t][i]);
+    }
+}
+
+// gemv_avx512 for T tokens at once: y[t] = W · x_t (+ bias).
+template <int T>
+void gemv_avx512_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa,
+                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                        float* const* y) {
+    const Tile m{w, *xa[0], w.cols / w.group_size, group_shift(w)};
+    const bool has_bias = bias != nullptr && bias->valid();
+    float out[T][4];
+    for (std::int64_t r = row_begin; r < row_end;) {
+        const std::int64_t n_rows = row_end - r >= 4 ? 4 : 1;
+        // Groups of 32 and 64: more than one per 128-element chunk.
+        if (w.group_size < kChunkElems) {
+            n_rows == 4 ? dot_tile<4, true, T>(m, xa, r, out) : dot_tile<1, true, T>(m, xa, r, out);
+        } else {
+            n_rows == 4 ? dot_tile<4, false, T>(m, xa, r, out)
+                        : dot_tile<1, false, T>(m, xa, r, out);
+        }
+        for (int t = 0; t < T; ++t) {
+            for (std::int64_t i = 0; i < n_rows; ++i) {
+                y[t][r + i] =
+                    out[t][i] + (has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f);
+            }
+        }
+        r += n_rows;
     }
 }
 
 void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                  std::int64_t row_end, const WeightVector* bias, float* y) {
-    const Tile m{w, xa, w.cols / w.group_size, group_shift(w)};
-    // Groups of 32 and 64: more than one per 128-element chunk.
-    // The lambdas only call the tiles (no vector code of their own), so the target region need
-    // not reach them.
-    if (w.group_size < kChunkElems) {
-        for_each_row_tile(row_begin, row_end, bias, y,
-                          [&](std::int64_t r, std::int64_t n, float* out) {
-                              n == 4 ? dot_tile<4, true>(m, r, out) : dot_tile<1, true>(m, r, out);
-                          });
-    } else {
-        for_each_row_tile(
-            row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float* out) {
-                n == 4 ? dot_tile<4, false>(m, r, out) : dot_tile<1, false>(m, r, out);
-            });
-    }
+    const SplitInt8Activations* xs[1] = {&xa};
+    float* ys[1] = {y};
+    gemv_avx512_tokens<1>(w, xs, row_begin, row_end, bias, ys);
+}
+
+void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                     const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                     const WeightVector* bias, float* y0, float* y1) {
+    const SplitInt8Activations* xs[2] = {&x0, &x1};
+    float* ys[2] = {y0, y1};
+    gemv_avx512_tokens<2>(w, xs, row_begin, row_end, bias, ys);
 }
 
 }  // namespace split_int8
@@ -365,6 +419,19 @@ void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
 #endif
 }
 
+void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
+                               const SplitInt8Activations& x0, const SplitInt8Activations& x1,
+                               std::int64_t row_begin, std::int64_t row_end,
+                               const WeightVector* bias, float* y0, float* y1) {
+#if BRIGADE_INT8_X86
+    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
+        return split_int8::gemv_avx512_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
+    }
+#endif
+    gemv_rows_split_int8(variant, w, x0, row_begin, row_end, bias, y0);
+    gemv_rows_split_int8(variant, w, x1, row_begin, row_end, bias, y1);
+}
+
 #else  // neither x86 nor Arm with dot products: no kernel, callers check
        // split_int8_kernel_supports first
 
@@ -376,6 +443,9 @@ void split_activations_int8(SplitInt8Variant, const WeightMatrix&, const float*,
                             std::int64_t, std::int8_t*, float*, float*) {}
 void gemv_rows_split_int8(SplitInt8Variant, const WeightMatrix&, const SplitInt8Activations&,
                           std::int64_t, std::int64_t, const WeightVector*, float*) {}
+void gemv_rows_split_int8_pair(SplitInt8Variant, const WeightMatrix&, const SplitInt8Activations&,
+                               const SplitInt8Activations&, std::int64_t, std::int64_t,
+                               const WeightVector*, float*, float*) {}
 
 #endif  // BRIGADE_INT8_X86 || BRIGADE_INT8_NEON_DOT
 

@@ -73,6 +73,10 @@ void split_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std
                   std::int8_t* digits, float* unit, float* sum);
 void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                  std::int64_t row_end, const WeightVector* bias, float* y);
+// Two tokens, each chunk's codes unpacked once for both.
+void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                     const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                     const WeightVector* bias, float* y0, float* y1);
 // AVX2 + AVX-VNNI: 32 code bytes a step. The AVX2 quantizer gives the AVX-512 one's digits bit
 // for bit (the same f32 operations), its sums in another order.
 void split_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,

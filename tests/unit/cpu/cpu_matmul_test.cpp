@@ -300,9 +300,10 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     }
 }
 
-// Two tokens on 4-bit weights go through the one-token split-int8 kernel token by token
-// (CpuTuning::split_int8_max_tokens): each gets the bits it gets alone, on any thread count,
-// for every group size and kernel variant.
+// Two tokens on 4-bit weights go through the split-int8 kernel (CpuTuning::
+// split_int8_max_tokens; AVX-512 takes both in one pass over the codes, the others one token
+// after the other): each gets the bits it gets alone, on any thread count, for every group size
+// and kernel variant.
 TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
     if (split_int8_variants_available().empty())
         GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
