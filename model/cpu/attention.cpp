@@ -373,56 +373,45 @@ HWY_INLINE float exp_shifted(float* scores, std::int64_t count, float m) {
     return s;
 }
 
-// Asks for the K and V rows of keys [begin, end) of every KV head (two contiguous runs) to be
-// brought into L2. A short-context decode tile is a few dozen keys from a cache that the
-// weights streamed out of memory since the last step, too short a run for the hardware
-// prefetchers to ramp up. Only a tile's first block is asked for: prefetching every next
-// block of a long context measured slower than the hardware prefetchers alone.
-// (Tiled keys: the whole tiles of those keys, also one contiguous run.)
+// Asks for the K and V rows of keys [begin, end) of KV heads [h0, h1) to be brought into L2. A
+// short-context decode tile is a few dozen keys from a cache that the weights streamed out of
+// memory since the last step, too short a run for the hardware prefetchers to ramp up. Only a
+// tile's first block is asked for: prefetching every next block of a long context measured
+// slower than the hardware prefetchers alone. The heads' part of each key tile (tiled keys) and
+// of each row is one run; with every head the runs join into one contiguous range.
 template <class T, bool kTiled>
-HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t begin, std::int64_t end) {
+HWY_INLINE void prefetch_keys(const AttentionArgs& a, std::int64_t h0, std::int64_t h1,
+                              std::int64_t begin, std::int64_t end) {
     if (end <= begin) return;
-    const std::int64_t row = a.n_kv_heads * a.head_dim;
-    const std::int64_t k_begin = kTiled ? begin / kKeyTile * kKeyTile : begin;
-    const std::int64_t k_end = kTiled ? (end + kKeyTile - 1) / kKeyTile * kKeyTile : end;
-    const auto* k = reinterpret_cast<const char*>(static_cast<const T*>(a.k) + k_begin * row);
-    const auto* v = reinterpret_cast<const char*>(static_cast<const T*>(a.v) + begin * row);
     const auto size = static_cast<std::int64_t>(sizeof(T));
-    for (std::int64_t off = 0; off < (k_end - k_begin) * row * size; off += 64) {
-        __builtin_prefetch(k + off, 0, 2);
-    }
-    for (std::int64_t off = 0; off < (end - begin) * row * size; off += 64) {
-        __builtin_prefetch(v + off, 0, 2);
-    }
-}
-
-// prefetch_keys for KV heads [h0, h1) of a tile that does not take them all: their part of
-// each key tile and of each value row is one run.
-template <class T, bool kTiled>
-HWY_INLINE void prefetch_keys_of_heads(const AttentionArgs& a, std::int64_t h0, std::int64_t h1,
-                                       std::int64_t begin, std::int64_t end) {
-    if (end <= begin) return;
-    const std::int64_t row = a.n_kv_heads * a.head_dim;
-    const auto size = static_cast<std::int64_t>(sizeof(T));
-    const std::int64_t run = (h1 - h0) * a.head_dim * size;  // bytes of a row's heads
-    const auto* k_base = static_cast<const char*>(a.k);
-    const auto* v_base = static_cast<const char*>(a.v);
-    if constexpr (kTiled) {
-        for (std::int64_t t = begin / kKeyTile; t < (end + kKeyTile - 1) / kKeyTile; ++t) {
-            const char* k = k_base + (t * row + h0 * a.head_dim) * kKeyTile * size;
-            for (std::int64_t off = 0; off < run * kKeyTile; off += 64) {
-                __builtin_prefetch(k + off, 0, 2);
+    const std::int64_t row = a.n_kv_heads * a.head_dim * size;  // bytes of a position
+    const std::int64_t run = (h1 - h0) * a.head_dim * size;     // of it, the heads'
+    const std::int64_t skip = h0 * a.head_dim * size;
+    // `count` runs of `bytes`, `stride` apart, from `first`.
+    const auto runs = [](const char* first, std::int64_t count, std::int64_t stride,
+                         std::int64_t bytes) {
+        if (bytes == stride) {
+            for (std::int64_t off = 0; off < count * bytes; off += 64) {
+                __builtin_prefetch(first + off, 0, 2);
+            }
+            return;
+        }
+        for (std::int64_t i = 0; i < count; ++i) {
+            for (std::int64_t off = 0; off < bytes; off += 64) {
+                __builtin_prefetch(first + i * stride + off, 0, 2);
             }
         }
+    };
+    const auto* k = static_cast<const char*>(a.k);
+    const auto* v = static_cast<const char*>(a.v);
+    if constexpr (kTiled) {
+        const std::int64_t t0 = begin / kKeyTile;
+        const std::int64_t t1 = (end + kKeyTile - 1) / kKeyTile;
+        runs(k + (t0 * row + skip) * kKeyTile, t1 - t0, row * kKeyTile, run * kKeyTile);
+    } else {
+        runs(k + begin * row + skip, end - begin, row, run);
     }
-    for (std::int64_t j = begin; j < end; ++j) {
-        const char* v = v_base + (j * row + h0 * a.head_dim) * size;
-        for (std::int64_t off = 0; off < run; off += 64) __builtin_prefetch(v + off, 0, 2);
-        if constexpr (!kTiled) {
-            const char* k = k_base + (j * row + h0 * a.head_dim) * size;
-            for (std::int64_t off = 0; off < run; off += 64) __builtin_prefetch(k + off, 0, 2);
-        }
-    }
+    runs(v + begin * row + skip, end - begin, row, run);
 }
 
 // Asks for the K and V rows of KV head `kvh` for keys [begin, end) to be brought into L2. A
@@ -589,11 +578,9 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     // attention_fewer_heads_per_tile) prefetches as one of all heads does.
     const bool some_heads_decode = !all_heads && tile.q_end - tile.q_begin == 1;
     const std::int64_t first_end = std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end);
-    if (all_heads) {
-        prefetch_keys<T, kTiled>(a, tile.key_begin, first_end);
-    } else if (some_heads_decode) {
-        prefetch_keys_of_heads<T, kTiled>(a, tile.kv_head_begin, tile.kv_head_end, tile.key_begin,
-                                          first_end);
+    if (all_heads || some_heads_decode) {
+        prefetch_keys<T, kTiled>(a, tile.kv_head_begin, tile.kv_head_end, tile.key_begin,
+                                 first_end);
     }
     HWY_DASSERT(!kTiled || tile.key_begin % kKeyTile == 0);
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {

@@ -397,29 +397,28 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
         case DecodeInput::Kernel::kGrouped:
             gemv_rows_grouped(w, in.grouped, n, row_begin, row_end, bias, y, w.rows);
             return;
-        case DecodeInput::Kernel::kSplitInt8:
-            // Token by token over the same rows: the second token reads the codes from cache,
-            // and each token gets the floats it gets alone.
+        case DecodeInput::Kernel::kSplitInt8: {
+            // Token t's digits, group units and sums within the prepared [n, ...] arrays.
+            const auto token = [&](std::int64_t t) {
+                SplitInt8Activations at = in.split;
+                at.digits += t * split_int8_token_bytes(w);
+                at.unit += t * (w.cols / w.group_size);
+                at.sum += t * (w.cols / w.group_size);
+                return at;
+            };
             if (n == 2 && tuning_.split_int8_pair) {
-                SplitInt8Activations second = in.split;
-                const std::int64_t groups = w.cols / w.group_size;  // per token
-                second.digits += split_int8_token_bytes(w);
-                second.unit += groups;
-                second.sum += groups;
-                gemv_rows_split_int8_pair(tuning_.split_int8_variant, w, in.split, second,
+                gemv_rows_split_int8_pair(tuning_.split_int8_variant, w, token(0), token(1),
                                           row_begin, row_end, bias, y, y + w.rows);
                 return;
             }
+            // Token by token over the same rows: the later ones read the codes from cache, and
+            // each token gets the floats it gets alone.
             for (std::int64_t t = 0; t < n; ++t) {
-                const std::int64_t groups = w.cols / w.group_size;  // per token
-                SplitInt8Activations token = in.split;
-                token.digits += t * split_int8_token_bytes(w);
-                token.unit += t * groups;
-                token.sum += t * groups;
-                gemv_rows_split_int8(tuning_.split_int8_variant, w, token, row_begin, row_end, bias,
-                                     y + t * w.rows);
+                gemv_rows_split_int8(tuning_.split_int8_variant, w, token(t), row_begin, row_end,
+                                     bias, y + t * w.rows);
             }
             return;
+        }
         case DecodeInput::Kernel::kInt8:
             gemv_rows_int8(int8_resolve_variant(tuning_.int8_variant), w, in.int8, n, row_begin,
                            row_end, bias, y, w.rows);

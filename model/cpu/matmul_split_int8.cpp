@@ -238,6 +238,8 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
             // load as zero, and one code path keeps the sums in registers.
             const __mmask64 mask = c < full ? all : tail_mask;
             if constexpr (T == 1) {
+                // One token: its digits held in registers across the rows, each row unpacked as
+                // it comes (fewer live registers than the rows' nibbles held below).
                 const ChunkDigits d(xa[0]->digits + c * kChunkDigitBytes);
                 for (int i = 0; i < R; ++i) {
                     const __m512i v = _mm512_maskz_loadu_epi8(mask, codes[i] + c * kChunkBytes);
@@ -283,24 +285,19 @@ void gemv_avx512_tokens(const WeightMatrix& w, const SplitInt8Activations* const
                         std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                         float* const* y) {
     const Tile m{w, *xa[0], w.cols / w.group_size, group_shift(w)};
-    const bool has_bias = bias != nullptr && bias->valid();
-    float out[T][4];
-    for (std::int64_t r = row_begin; r < row_end;) {
-        const std::int64_t n_rows = row_end - r >= 4 ? 4 : 1;
-        // Groups of 32 and 64: more than one per 128-element chunk.
-        if (w.group_size < kChunkElems) {
-            n_rows == 4 ? dot_tile<4, true, T>(m, xa, r, out) : dot_tile<1, true, T>(m, xa, r, out);
-        } else {
-            n_rows == 4 ? dot_tile<4, false, T>(m, xa, r, out)
-                        : dot_tile<1, false, T>(m, xa, r, out);
-        }
-        for (int t = 0; t < T; ++t) {
-            for (std::int64_t i = 0; i < n_rows; ++i) {
-                y[t][r + i] =
-                    out[t][i] + (has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f);
-            }
-        }
-        r += n_rows;
+    // Groups of 32 and 64: more than one per 128-element chunk. The lambdas only call the tiles
+    // (no vector code of their own), so the target region need not reach them.
+    if (w.group_size < kChunkElems) {
+        for_each_row_tile_of_tokens<T>(
+            row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
+                n == 4 ? dot_tile<4, true, T>(m, xa, r, out) : dot_tile<1, true, T>(m, xa, r, out);
+            });
+    } else {
+        for_each_row_tile_of_tokens<T>(row_begin, row_end, bias, y,
+                                       [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
+                                           n == 4 ? dot_tile<4, false, T>(m, xa, r, out)
+                                                  : dot_tile<1, false, T>(m, xa, r, out);
+                                       });
     }
 }
 

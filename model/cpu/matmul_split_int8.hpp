@@ -50,21 +50,33 @@ inline void zero_padding(const WeightMatrix& w, std::int8_t* token) {
     }
 }
 
-// Rows [row_begin, row_end) in tiles of 4 rows, then single ones: tile(r, n_rows, out) fills
-// out[0, n_rows) with rows r.. · x; the bias is added here and y[r..] written.
-template <class TileFn>
-void for_each_row_tile(std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                       float* y, TileFn&& tile) {
+// Rows [row_begin, row_end) in tiles of 4 rows, then single ones, for T tokens:
+// tile(r, n_rows, out) fills out[t][0, n_rows) with rows r.. · x_t; the bias is added here and
+// y[t][r..] written.
+template <int T, class TileFn>
+void for_each_row_tile_of_tokens(std::int64_t row_begin, std::int64_t row_end,
+                                 const WeightVector* bias, float* const* y, TileFn&& tile) {
     const bool has_bias = bias != nullptr && bias->valid();
-    float out[4];
+    float out[T][4];
     for (std::int64_t r = row_begin; r < row_end;) {
         const std::int64_t n_rows = row_end - r >= 4 ? 4 : 1;
         tile(r, n_rows, out);
         for (std::int64_t i = 0; i < n_rows; ++i) {
-            y[r + i] = out[i] + (has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f);
+            const float b = has_bias ? load_scalar(bias->dtype, bias->data, r + i) : 0.0f;
+            for (int t = 0; t < T; ++t) y[t][r + i] = out[t][i] + b;
         }
         r += n_rows;
     }
+}
+
+// The same for one token: tile(r, n_rows, out) fills out[0, n_rows).
+template <class TileFn>
+void for_each_row_tile(std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                       float* y, TileFn&& tile) {
+    float* ys[1] = {y};
+    for_each_row_tile_of_tokens<1>(
+        row_begin, row_end, bias, ys,
+        [&](std::int64_t r, std::int64_t n, float(*out)[4]) { tile(r, n, out[0]); });
 }
 
 #if BRIGADE_INT8_X86

@@ -280,16 +280,22 @@ TEST(CpuMatmul, DecodeKernelsInt16ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
+// Split-int8 activations on instruction set `variant`, nothing else opted in.
+CpuTuning split_int8_tuning(SplitInt8Variant variant) {
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    tuning.split_int8_variant = variant;
+    return tuning;
+}
+
 // Split-int8 activations, each instruction set this CPU runs (AVX-512 VNNI, AVX-VNNI): every
-// format the kernel takes (4-bit, one token), partial chunks (rows of 96, 160 and 352 columns),
-// 1-3 threads; the other formats and n > 1 take the f32 kernels.
+// format the kernel takes (4-bit, one and two tokens), partial chunks (rows of 96, 160 and 352
+// columns), 1-3 threads; the other formats and n > 2 take the f32 kernels or AMX tiles.
 TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     if (split_int8_variants_available().empty())
         GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
     for (SplitInt8Variant variant : split_int8_variants_available()) {
-        CpuTuning tuning;
-        tuning.int16_activations = false;
-        tuning.split_int8_variant = variant;
+        const CpuTuning tuning = split_int8_tuning(variant);
         for (int threads : {1, 2, 3}) {
             CpuBackend cpu(BackendOptions{threads}, tuning);
             run_matmul_cases(cpu,
@@ -308,9 +314,7 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
     if (split_int8_variants_available().empty())
         GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
     for (SplitInt8Variant variant : split_int8_variants_available()) {
-        CpuTuning tuning;
-        tuning.int16_activations = false;
-        tuning.split_int8_variant = variant;
+        CpuTuning tuning = split_int8_tuning(variant);
         tuning.split_int8_max_tokens = 2;
         for (int group : {32, 64, 128}) {
             auto w = test::make_quant_weight(4, group, DType::kBF16, 75, 896, 60 + group, 0);
