@@ -24,7 +24,14 @@
 //                [--backend cpu] [--layers N] [--dir DIR] [--keep] [--json FILE]
 //                [--activations default|f32|int16|int8] [--profile] [--attention-min-keys N]
 //                [--batched-min-tokens N] [--batches 4,16] [--ab KNOB[=VALUE]] [--kv-f32]
+//                [--isa native|avx512|avx2-vnni|avx2]
 //
+// --isa: hold the CPU kernels to a smaller x86 instruction set, so that one many-core machine
+// stands in for others (same cores and memory, narrower kernels): avx512 = AVX-512 without AMX
+// (Zen 4, Ice Lake, Cascade Lake); avx2-vnni = Highway's AVX2 target with split-int8 at AVX-VNNI
+// (Alder Lake and later client cores); avx2 = Highway's AVX2 target, f32 kernels for quantized
+// weights (Zen 2/3, Haswell to Comet Lake). OpenBLAS (prompts) picks its own kernels: set
+// OPENBLAS_CORETYPE=Haswell as well to hold it to AVX2.
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
 // print both speeds; the same after each batch of --batches, for each of --prompts and after each
@@ -41,7 +48,8 @@
 // amx-8bit-min-tokens=N, amx-bf16-min-tokens=N (from how many tokens 4-bit, 8-bit and BF16
 // weights decode through AMX tiles), chunks-per-thread=N (max_chunks_per_thread),
 // split-int8-max-tokens=N (up to how many tokens 4-bit decode takes the split-int8 kernel),
-// split-int8-pair (CpuTuning::split_int8_pair, flipped), or none
+// split-int8-pair (CpuTuning::split_int8_pair, flipped), next-tile-prefetch=N
+// (next_tile_prefetch_row_bytes: rows up to N bytes prefetch the next row tile; 0: never), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
 //
@@ -66,6 +74,13 @@
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with
 // model/io/quantize (BF16 scales, as mlx_lm.convert stores them for a BF16 model).
+
+// clang-format off
+// First, so that HWY_TARGETS here is the kernels' set of targets (--isa).
+#include "model/cpu/simd_targets.hpp"
+#include <hwy/targets.h>
+// clang-format on
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -289,6 +304,7 @@ const AbKnob kAbKnobs[] = {
     {"chunks-per-thread", nullptr, &Tuning::max_chunks_per_thread, 1},
     {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
     {"split-int8-pair", &Tuning::split_int8_pair},
+    {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
 };
 
 // "none, split-int8, ..., chunks-per-thread=N": what --ab accepts.
@@ -346,12 +362,47 @@ bool alternate_ab(brigade::model::cpu::CpuBackend& backend, const std::string& k
     return ok;
 }
 
+// --isa: the instruction sets it names, or an empty string when this machine runs them; else
+// why not.
+std::string isa_unavailable(const std::string& isa) {
+    if (isa == "native") return "";
+#if HWY_ARCH_X86
+    namespace cpu = brigade::model::cpu;
+    const auto variants = cpu::split_int8_variants_available();
+    auto has_variant = [&](cpu::SplitInt8Variant v) {
+        return std::find(variants.begin(), variants.end(), v) != variants.end();
+    };
+    const std::int64_t targets = hwy::SupportedTargets();
+    if (isa == "avx512") {
+        return (targets & HWY_AVX3) != 0 ? "" : "this CPU has no AVX-512";
+    }
+    if (isa == "avx2-vnni") {
+        if ((targets & HWY_AVX2) == 0) return "this CPU has no AVX2";
+        return has_variant(cpu::SplitInt8Variant::kAvxVnni) ? "" : "this CPU has no AVX-VNNI";
+    }
+    if (isa == "avx2") return (targets & HWY_AVX2) != 0 ? "" : "this CPU has no AVX2";
+    return "native, avx512, avx2-vnni or avx2";
+#else
+    return "only native on this architecture";
+#endif
+}
+
+// --isa: the kernels' choices for that instruction set (the Highway target is set in main).
+void apply_isa(const std::string& isa, brigade::model::cpu::CpuTuning& tuning) {
+    if (isa == "native") return;
+    tuning.amx = false;
+    if (isa == "avx2-vnni")
+        tuning.split_int8_variant = brigade::model::cpu::SplitInt8Variant::kAvxVnni;
+    // No split-int8 kernel without VNNI: 4-bit weights take the f32 kernels.
+    if (isa == "avx2") tuning.split_int8_activations = false;
+}
+
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
               BackendKind kind, int threads, const std::vector<int>& prompts,
               const std::vector<int>& contexts, int n_decode, EngineResult& r,
               const std::string& activations, bool profile, std::int64_t attention_min_keys,
               std::int64_t batched_min_tokens, const std::vector<int>& batches,
-              const std::string& ab, brigade::model::DType kv_dtype) {
+              const std::string& ab, brigade::model::DType kv_dtype, const std::string& isa) {
     using namespace brigade::model;
     r.model = shape.name;
     // Quantized activations apply to quantized weights only.
@@ -363,13 +414,15 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
     bo.cpu_int16_activations = activations == "int16";
     bo.cpu_split_int8_activations = activations != "f32";
     auto backend = make_backend(kind, bo);
-    if (kind == BackendKind::kCpu && (attention_min_keys > 0 || batched_min_tokens > 0)) {
+    if (kind == BackendKind::kCpu &&
+        (attention_min_keys > 0 || batched_min_tokens > 0 || isa != "native")) {
         cpu::CpuTuning tuning;  // as make_backend, with the options above changed
         tuning.int16_activations = bo.cpu_int16_activations;
         tuning.int8_activations = bo.cpu_int8_activations;
         tuning.split_int8_activations = bo.cpu_split_int8_activations;
         if (attention_min_keys > 0) tuning.min_keys_per_split = attention_min_keys;
         tuning.batched_min_tokens = batched_min_tokens;
+        apply_isa(isa, tuning);
         backend = cpu::make_cpu_backend(bo, tuning);
     }
     if (!backend) {
@@ -625,6 +678,7 @@ int main(int argc, char** argv) {
     std::int64_t batched_min_tokens = 0;  // 0: the backend's default
     std::int64_t attention_min_keys = 0;  // 0: the backend's default (CpuTuning)
     bool kv_f32 = false;                  // --kv-f32: the KV cache in f32 (default f16)
+    std::string isa = "native";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -675,7 +729,13 @@ int main(int argc, char** argv) {
             batched_min_tokens = std::stoll(next());
         else if (a == "--kv-f32")
             kv_f32 = true;
-        else if (a == "--ab") {
+        else if (a == "--isa") {
+            isa = next();
+            if (const std::string why = isa_unavailable(isa); !why.empty()) {
+                std::fprintf(stderr, "--isa %s: %s\n", isa.c_str(), why.c_str());
+                return 2;
+            }
+        } else if (a == "--ab") {
             ab = next();
             if (!knob_applied(brigade::model::cpu::CpuTuning{}, ab)) {
                 std::fprintf(stderr, "--ab: %s\n", ab_knob_list().c_str());
@@ -689,11 +749,14 @@ int main(int argc, char** argv) {
                 "[--threads N] [--layers N] [--backend cpu|reference] [--dir DIR] "
                 "[--keep] [--json FILE] [--activations default|f32|int16|int8] [--profile] "
                 "[--attention-min-keys N] [--batched-min-tokens N] [--batches 4,16] "
-                "[--ab KNOB[=VALUE]] [--kv-f32]\n");
+                "[--ab KNOB[=VALUE]] [--kv-f32] [--isa native|avx512|avx2-vnni|avx2]\n");
             return 2;
         }
     }
     const BackendKind kind = backend == "reference" ? BackendKind::kReference : BackendKind::kCpu;
+#if HWY_ARCH_X86
+    if (isa == "avx2" || isa == "avx2-vnni") hwy::SetSupportedTargetsForTest(HWY_AVX2);
+#endif
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int n_threads = threads > 0 ? threads : hw;
     const std::vector<int> prompts = int_list(prompts_arg);
@@ -732,7 +795,8 @@ int main(int argc, char** argv) {
             bw_runs.push_back(measure_bandwidth_gbs(n_threads));
             if (!run_case(dir, shape, f, kind, threads, prompts, contexts, n_decode, r, activations,
                           profile, attention_min_keys, batched_min_tokens, batches, ab,
-                          kv_f32 ? brigade::model::DType::kF32 : brigade::model::DType::kF16)) {
+                          kv_f32 ? brigade::model::DType::kF32 : brigade::model::DType::kF16,
+                          isa)) {
                 return 1;
             }
             results.push_back(r);
@@ -748,10 +812,10 @@ int main(int argc, char** argv) {
     std::printf(", measured at the start and before each case)\n");
     for (EngineResult& r : results) apply_bounds(r, bwn * 1e9);
     print_tables(results, bwn);
-    std::printf("\nbackend %s, %d threads, %d hardware threads, KV cache %s\n", backend.c_str(),
-                n_threads, hw, kv_f32 ? "f32" : "f16");
+    std::printf("\nbackend %s, %d threads, %d hardware threads, KV cache %s, isa %s\n",
+                backend.c_str(), n_threads, hw, kv_f32 ? "f32" : "f16", isa.c_str());
     if (!json_path.empty()) {
-        write_json(json_path, results, bw1, bw_runs, bwn, n_threads, kv_f32 ? "f32" : "f16");
+        write_json(json_path, results, bw1, bw_runs, bwn, n_threads, kv_f32 ? "f32" : "f16", isa);
     }
     if (!keep && dir_arg.empty()) std::filesystem::remove_all(root);
     return 0;

@@ -109,13 +109,14 @@ void print_tables(const std::vector<EngineResult>& results, double bw) {
 
 void write_json(const std::string& path, const std::vector<EngineResult>& results, double bw1,
                 const std::vector<double>& bw_runs, double bwn, int n_threads,
-                const std::string& kv_cache) {
+                const std::string& kv_cache, const std::string& isa) {
     nlohmann::json j;
     j["read_bandwidth_gbs_1_thread"] = bw1;
     j["read_bandwidth_gbs"] = bwn;
     j["read_bandwidth_gbs_measurements"] = bw_runs;
     j["threads"] = n_threads;
     j["kv_cache"] = kv_cache;
+    j["isa"] = isa;
     for (const auto& r : results) {
         nlohmann::json c = {{"model", r.model},
                             {"format", r.format},

@@ -44,9 +44,10 @@ struct EngineResult {
 void apply_bounds(EngineResult& r, double bw);
 // The markdown tables of every case (`bw`: the bandwidth the bounds use, GB/s).
 void print_tables(const std::vector<EngineResult>& results, double bw);
-// The same as JSON into `path`, with the bandwidth measurements and the KV cache's type.
+// The same as JSON into `path`, with the bandwidth measurements, the KV cache's type and the
+// instruction set the kernels were held to (engine_bench --isa).
 void write_json(const std::string& path, const std::vector<EngineResult>& results, double bw1,
                 const std::vector<double>& bw_runs, double bwn, int n_threads,
-                const std::string& kv_cache);
+                const std::string& kv_cache, const std::string& isa);
 
 }  // namespace brigade::bench

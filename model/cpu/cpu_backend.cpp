@@ -6,6 +6,7 @@
 
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/kernels.hpp"
+#include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, CPUID
 #include "model/cpu/reference_backend.hpp"
 #include "model/cpu/weight_decode.hpp"
 
@@ -19,6 +20,23 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 constexpr std::int64_t kMinParallelElements = 1 << 15;
 
 }  // namespace
+
+std::int64_t default_next_tile_prefetch_row_bytes() {
+#if BRIGADE_INT8_X86
+    // CPUID leaf 0 names the vendor in EBX, EDX, ECX; read once (in a VM CPUID traps).
+    static const bool amd = [] {
+        const int8_detail::Regs r = int8_detail::cpuid(0, 0);
+        char vendor[13] = {};
+        std::memcpy(vendor, &r.ebx, 4);
+        std::memcpy(vendor + 4, &r.edx, 4);
+        std::memcpy(vendor + 8, &r.ecx, 4);
+        return std::strcmp(vendor, "AuthenticAMD") == 0;
+    }();
+    return amd ? 2048 : 0;
+#else
+    return 0;
+#endif
+}
 
 CpuBackend::CpuBackend(const BackendOptions& options, const CpuTuning& tuning)
     : tuning_(tuning), pool_(options.n_threads) {
@@ -216,6 +234,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         in.kernel = DecodeInput::Kernel::kInt16;
         in.int16 = Int16Activations{s.xq.data(), s.xq_step.data(), s.xq_sum.data(),
                                     tuning_.prefetch_bytes, tuning_.grouped_multi_row};
+        in.int16.next_tile_prefetch_row_bytes = tuning_.next_tile_prefetch_row_bytes;
         return in;
     }
     // Up to split_int8_max_tokens (2) tokens: with more, the f32 kernels (or AMX tiles, below)
@@ -232,6 +251,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         in.kernel = DecodeInput::Kernel::kSplitInt8;
         in.split = SplitInt8Activations{s.digits.data(), s.digit_unit.data(), s.digit_sum.data(),
                                         tuning_.prefetch_bytes};
+        in.split.next_tile_prefetch_row_bytes = tuning_.next_tile_prefetch_row_bytes;
         return in;
     }
     const bool amx_batch = tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens);
@@ -277,6 +297,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         in.grouped = GroupedActivations{w.bits == 4 ? s.xg.data() : x, s.xg_sum.data(),
                                         tuning_.prefetch_bytes, tuning_.q4_lookup,
                                         tuning_.grouped_multi_row};
+        in.grouped.next_tile_prefetch_row_bytes = tuning_.next_tile_prefetch_row_bytes;
         return in;
     }
     const std::int64_t batched_from =

@@ -13,6 +13,9 @@
 
 namespace brigade::model::cpu {
 
+// CpuTuning::next_tile_prefetch_row_bytes for this CPU: 2048 on AMD x86 CPUs, 0 elsewhere.
+std::int64_t default_next_tile_prefetch_row_bytes();
+
 // Knobs that tests and benchmarks turn; the defaults are what `make_backend` uses.
 struct CpuTuning {
     // From this many tokens on, matmul dequantizes panels of weight rows to f32 and runs sgemm
@@ -106,6 +109,16 @@ struct CpuTuning {
     // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%. The
     // one-token grouped tiles, reading several rows at once, use half of it per row.
     std::int64_t prefetch_bytes = 2048;
+    // Row tiles of rows up to this many bytes prefetch the next tile's rows as one sequential
+    // stream instead of prefetch_bytes ahead in each row (TilePrefetch); 0: never. On an AMD
+    // Zen 4 (2 vCPUs, weights from memory) the per-row streams of short rows read at about half
+    // the speed of one row at a time: kernels_bench 8-bit q/o, gate/up and lm_head of
+    // Qwen2.5-0.5B and Llama-3.2-1B 17-21 -> 25-36 GB/s, 4-bit 18-23 -> 21-29; one sequence
+    // decoded 14-41% faster (engine_bench --ab, two rounds). Rows of 2.4 KiB and more were
+    // slower this way (down: 25 -> 21 GB/s), hence the limit. On the lent Sapphire Rapids Xeons
+    // paired steps were 1-4% slower with it (run 96), so the default is on for AMD only
+    // (bench/RESULTS.md, session 23).
+    std::int64_t next_tile_prefetch_row_bytes = default_next_tile_prefetch_row_bytes();
     // AVX-512: 4-bit decode rows go through a per-group lookup table (matmul_grouped.cpp).
     bool q4_lookup = true;
     // The grouped kernels (lookup or not) take 2-4 rows per pass for one token, sharing each x

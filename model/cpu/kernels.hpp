@@ -61,6 +61,7 @@ struct Int16Activations {
     const float* sum = nullptr;
     std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
     bool multi_row = true;            // 4/8-bit: rows in tiles of several (false: one by one)
+    std::int64_t next_tile_prefetch_row_bytes = 0;  // CpuTuning's; TilePrefetch
 };
 // Quantizes groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group
 // i % n_groups) for `gemv_rows_int16` with w's bits and group size.
@@ -84,6 +85,7 @@ struct GroupedActivations {
     std::int64_t prefetch_bytes = 0;  // software prefetch distance in the weights; 0 = none
     bool q4_lookup = true;            // AVX-512: 4-bit rows through a per-group lookup table
     bool multi_row = true;            // one token: 2-4 rows per pass (false: one at a time)
+    std::int64_t next_tile_prefetch_row_bytes = 0;  // CpuTuning's; TilePrefetch
 };
 // Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
 bool grouped_kernel_supports(const WeightMatrix& w);
@@ -106,6 +108,7 @@ struct SplitInt8Activations {
     const float* unit = nullptr;          // [n, n_groups]: unit_g above
     const float* sum = nullptr;           // [n, n_groups]: f32 sums of the unrounded x
     std::int64_t prefetch_bytes = 0;      // software prefetch distance in the codes; 0 = none
+    std::int64_t next_tile_prefetch_row_bytes = 0;  // CpuTuning's; TilePrefetch
 };
 // Instruction sets of the split-int8 kernels, picked at run time (tests and benches force each).
 enum class SplitInt8Variant : int {

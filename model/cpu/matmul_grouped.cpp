@@ -134,8 +134,9 @@ struct GroupAcc {
 struct GroupedRows {
     const WeightMatrix& w;
     std::int64_t n_groups;
-    std::int64_t prefetch_bytes;  // software prefetch distance in the code stream; 0 = none
-    std::int64_t n_affine;        // scales (and biases) in the matrix: rows * n_groups
+    std::int64_t prefetch_bytes;       // software prefetch distance in the code stream; 0 = none
+    std::int64_t n_affine;             // scales (and biases) in the matrix: rows * n_groups
+    std::int64_t next_tile_row_bytes;  // TilePrefetch's next_tile_max_row_bytes
 };
 
 // out[t] = dot(row r, x[t]) for T tokens starting at token t0; `codes` is the packed row.
@@ -218,7 +219,7 @@ HWY_INLINE void dot_grouped_rows(const std::uint8_t* base, const GroupedRows& m,
     }
     HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
-    TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes, m.next_tile_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
         widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
@@ -281,7 +282,7 @@ void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std:
                        float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
     const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes,
-                        w.rows * (w.cols / w.group_size)};
+                        w.rows * (w.cols / w.group_size), xa.next_tile_prefetch_row_bytes};
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     std::int64_t r = row_begin;
     if (xa.multi_row && n == 1)
@@ -356,7 +357,7 @@ HWY_INLINE void dot_q4_lookup_rows(const std::uint8_t* base, const GroupedRows& 
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
     HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
-    TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(m.prefetch_bytes, row_bytes, m.next_tile_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
         widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
@@ -410,7 +411,7 @@ void gemv_rows_q4_lookup(const WeightMatrix& w, const GroupedActivations& xa, st
                          float* y, std::int64_t ldy) {
     const bool has_bias = bias != nullptr && bias->valid();
     const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes,
-                        w.rows * (w.cols / w.group_size)};
+                        w.rows * (w.cols / w.group_size), xa.next_tile_prefetch_row_bytes};
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     std::int64_t r = row_begin;
     float out[4];

@@ -233,7 +233,7 @@ HWY_INLINE void dot_rows_int16(const WeightMatrix& w, std::int64_t r0, const Int
     }
     HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
-    TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes, xa.next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
         const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
         widen_tile_affine<R>(w, n_groups, r0, g0, count, scale, bias);
@@ -417,7 +417,7 @@ BRIGADE_INT16_VNNI_TARGET HWY_INLINE void dot_tile_vnni(const WeightMatrix& w, s
     const __m512i nibble = _mm512_set1_epi16(0x0F);
     HWY_ALIGN float scale[R][kGroupChunk];
     HWY_ALIGN float bias[R][kGroupChunk];
-    TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(xa.prefetch_bytes, row_bytes, xa.next_tile_prefetch_row_bytes);
     // scale · step of each group, row and token, multiplied a vector at a time (the same f32
     // products): per group the epilogue is then a conversion and a multiply-add whose factor is
     // broadcast from memory. A scalar multiply and a register broadcast per group, row and token

@@ -207,7 +207,7 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
     // padded chunk's permute picks them for its missing elements (whose products are zero, but
     // 0 · NaN would not be). + 16: a permute loads 16 factors and picks from the first 4.
     alignas(64) float factor[T][R][kFactorGroups + 16];
-    TilePrefetch<R> prefetch(xa[0]->prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(xa[0]->prefetch_bytes, row_bytes, xa[0]->next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
         for (int i = 0; i < R; ++i) {

@@ -143,7 +143,7 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     // scale · unit per row and group of the pass, then zeros (a short last half-chunk of
     // groups of 32 picks a factor past the last group for its missing elements).
     alignas(32) float factor[R][kFactorGroups + 8];
-    TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes, m.xa.next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
         for (int i = 0; i < R; ++i) {

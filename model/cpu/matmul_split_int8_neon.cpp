@@ -122,7 +122,7 @@ void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     float32x4_t f[R];
     for (int i = 0; i < R; ++i) f[i] = vdupq_n_f32(0.0f);
     float factor[R][kFactorGroups];  // scale · unit per row and group of the pass
-    TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes);
+    TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes, m.xa.next_tile_prefetch_row_bytes);
     // Elements of a step: 32, so a group spans 2^(group_shift - 5) steps.
     const int steps_per_group_shift = m.group_shift - 5;
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {

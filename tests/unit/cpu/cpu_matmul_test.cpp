@@ -336,6 +336,44 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
     }
 }
 
+// The row tiles' next-tile prefetch (CpuTuning::next_tile_prefetch_row_bytes) changes which
+// lines are asked for ahead, never a float: every tiled one-token kernel (f32 grouped, int16,
+// split-int8) gives the bits it gives without it, for rows under and over the limit, on 1 and 3
+// threads (chunks end inside and at the matrix's end, where the next tile lies past the rows).
+TEST(CpuMatmul, NextTilePrefetchChangesNoBits) {
+    CpuTuning grouped;
+    grouped.split_int8_activations = false;
+    CpuTuning int16 = grouped;
+    int16.int16_activations = true;
+    std::vector<std::pair<std::string, CpuTuning>> tunings = {{"grouped", grouped},
+                                                              {"int16", int16}};
+    if (!split_int8_variants_available().empty()) tunings.emplace_back("split-int8", CpuTuning{});
+    for (auto& [name, tuning] : tunings) {
+        for (const auto& [bits, cols] :
+             {std::pair{4, 896}, std::pair{8, 896}, std::pair{4, 2560}, std::pair{8, 2560}}) {
+            auto w = test::make_quant_weight(bits, 64, DType::kBF16, 37, cols, bits + cols, 1);
+            const auto x = test::random_floats(2 * static_cast<std::size_t>(cols), 17);
+            for (int threads : {1, 3}) {
+                for (std::int64_t n : {1, 2}) {
+                    std::vector<float> plain(static_cast<std::size_t>(n * 37), NAN);
+                    std::vector<float> next_tile(plain.size(), NAN);
+                    tuning.next_tile_prefetch_row_bytes = 0;
+                    CpuBackend(BackendOptions{threads}, tuning)
+                        .matmul(w.view, x.data(), n, plain.data());
+                    tuning.next_tile_prefetch_row_bytes = 2048;
+                    CpuBackend(BackendOptions{threads}, tuning)
+                        .matmul(w.view, x.data(), n, next_tile.data());
+                    EXPECT_EQ(
+                        std::memcmp(plain.data(), next_tile.data(), plain.size() * sizeof(float)),
+                        0)
+                        << name << " q" << bits << " cols=" << cols << " threads=" << threads
+                        << " n=" << n;
+                }
+            }
+        }
+    }
+}
+
 // AMX tiles (matmul_amx.cpp) for 2-31 tokens and prompts: every format, 4- and 8-bit ones
 // taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads). 2-8
 // tokens are narrow blocks of 4 (5 and 8: two of them), 9-31 wide blocks of 16 (17 and 31: two),

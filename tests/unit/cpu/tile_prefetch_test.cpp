@@ -1,0 +1,44 @@
+// The next-tile prefetch of the decode kernels' row tiles (model/cpu/tile_prefetch.hpp): the
+// lines it asks for, call by call, as the kernels call it.
+#include "model/cpu/tile_prefetch.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace brigade::model::cpu {
+namespace {
+
+// Every line of the next tile is asked for by the tile's last call, in order and never twice
+// (the due count only grows), for every step between calls that the kernels use, 16 bytes
+// (4-bit groups of 32) to 128 (8-bit groups of 128), and rows from a part of a line to several
+// lines, with or without a short last step.
+TEST(TilePrefetch, NextTileLinesAreAllDueByTheTilesLastCall) {
+    for (int rows : {2, 4}) {
+        for (std::int64_t step : {16, 32, 64, 128}) {
+            for (std::int64_t row_bytes : {16, 48, 80, 128, 448, 896, 1000, 1024, 2048}) {
+                const std::int64_t lines =
+                    (rows * row_bytes + kPrefetchLineBytes - 1) / kPrefetchLineBytes;
+                std::int64_t due = 0;
+                for (std::int64_t at = 0; at < row_bytes; at += step) {
+                    const std::int64_t now = next_tile_lines_due(rows, row_bytes, at);
+                    EXPECT_GE(now, due) << rows << " rows of " << row_bytes << ", at " << at;
+                    EXPECT_LE(now, lines) << rows << " rows of " << row_bytes << ", at " << at;
+                    due = now;
+                }
+                EXPECT_EQ(due, lines) << rows << " rows of " << row_bytes << ", step " << step;
+            }
+        }
+    }
+}
+
+// The stream runs ahead of the tile by about one step, not the whole next tile at once: at the
+// first call only the first step's share is due.
+TEST(TilePrefetch, NextTileLinesKeepPaceWithTheTile) {
+    EXPECT_EQ(next_tile_lines_due(4, 896, 0), 4 * kMaxPrefetchStepBytes / kPrefetchLineBytes);
+    EXPECT_EQ(next_tile_lines_due(4, 896, 448), 4 * (448 + kMaxPrefetchStepBytes) / 64);
+    EXPECT_EQ(next_tile_lines_due(4, 896, 832), 56);
+}
+
+}  // namespace
+}  // namespace brigade::model::cpu
