@@ -49,7 +49,9 @@
 // weights decode through AMX tiles), chunks-per-thread=N (max_chunks_per_thread),
 // split-int8-max-tokens=N (up to how many tokens 4-bit decode takes the split-int8 kernel),
 // split-int8-pair (CpuTuning::split_int8_pair, flipped), next-tile-prefetch=N
-// (next_tile_prefetch_row_bytes: rows up to N bytes prefetch the next row tile; 0: never), or none
+// (next_tile_prefetch_row_bytes: rows up to N bytes prefetch the next row tile; 0: never),
+// q4-lookup (CpuTuning::q4_lookup, flipped), multi-row (CpuTuning::grouped_multi_row,
+// flipped), or none
 // (B = A: what the harness itself makes of two equal settings; on the lent Xeon B / A came out
 // 0.999-1.019 in ten cases of 96-128 steps, so differences under about 2% are not resolved).
 //
@@ -305,6 +307,8 @@ const AbKnob kAbKnobs[] = {
     {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
     {"split-int8-pair", &Tuning::split_int8_pair},
     {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
+    {"q4-lookup", &Tuning::q4_lookup},
+    {"multi-row", &Tuning::grouped_multi_row},
 };
 
 // "none, split-int8, ..., chunks-per-thread=N": what --ab accepts.
