@@ -77,12 +77,6 @@
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with
 // model/io/quantize (BF16 scales, as mlx_lm.convert stores them for a BF16 model).
 
-// clang-format off
-// First, so that HWY_TARGETS here is the kernels' set of targets (--isa).
-#include "model/cpu/simd_targets.hpp"
-#include <hwy/targets.h>
-// clang-format on
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,6 +94,7 @@
 #include <vector>
 
 #include "bench/bench_checkpoints.hpp"
+#include "bench/cpu_tuning_choice.hpp"
 #include "bench/engine_report.hpp"
 #include "bench/op_profile.hpp"
 #include "model/backend.hpp"
@@ -121,10 +116,14 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+using brigade::bench::ab_knob_list;
 using brigade::bench::EngineResult;
 using brigade::bench::FastRng;
+using brigade::bench::hold_kernels_to_isa;
+using brigade::bench::isa_unavailable;
 using brigade::bench::kLlama1b;
 using brigade::bench::kLlama8b;
+using brigade::bench::knob_applied;
 using brigade::bench::kQwen05;
 using brigade::bench::Shape;
 using brigade::bench::StreamingCheckpointWriter;
@@ -279,71 +278,6 @@ void fill_kv(brigade::model::KvCache& kv, std::uint64_t seq, int n_layers, std::
     for (auto& t : threads) t.join();
 }
 
-// --ab's knobs: a switch flips a bool field of CpuTuning (KNOB), a number sets an integer one
-// (KNOB=N, N >= min). One table, so that parsing and the error message cannot disagree.
-struct AbKnob {
-    const char* name;
-    bool brigade::model::cpu::CpuTuning::*flag = nullptr;
-    std::int64_t brigade::model::cpu::CpuTuning::*number = nullptr;
-    long long min = 0;
-};
-using Tuning = brigade::model::cpu::CpuTuning;
-const AbKnob kAbKnobs[] = {
-    {"split-int8", &Tuning::split_int8_activations},
-    {"amx", &Tuning::amx},
-    {"amx-block-prefetch", &Tuning::amx_prefetch_next_block},
-    {"attention-prefetch", &Tuning::attention_prefetch_heads},
-    {"attention-all-heads", &Tuning::attention_fewer_heads_per_tile},
-    {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},
-    {"attention-min-keys", nullptr, &Tuning::min_keys_per_split, 1},
-    {"attention-splits", nullptr, &Tuning::long_context_splits_per_thread, 1},
-    {"long-split-keys", nullptr, &Tuning::min_keys_per_long_split, 1},
-    {"split-int8-serial", nullptr, &Tuning::split_int8_prepare_serial_below, 0},
-    {"amx-prepare-serial", nullptr, &Tuning::amx_prepare_serial_below, 0},
-    {"amx-min-tokens", nullptr, &Tuning::amx_min_tokens, 1},
-    {"amx-8bit-min-tokens", nullptr, &Tuning::amx_8bit_min_tokens, 1},
-    {"amx-bf16-min-tokens", nullptr, &Tuning::amx_bf16_min_tokens, 1},
-    {"chunks-per-thread", nullptr, &Tuning::max_chunks_per_thread, 1},
-    {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
-    {"split-int8-pair", &Tuning::split_int8_pair},
-    {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
-    {"q4-lookup", &Tuning::q4_lookup},
-    {"multi-row", &Tuning::grouped_multi_row},
-};
-
-// "none, split-int8, ..., chunks-per-thread=N": what --ab accepts.
-std::string ab_knob_list() {
-    std::string list = "none";
-    for (const AbKnob& k : kAbKnobs) {
-        list.append(", ").append(k.name);
-        if (k.number != nullptr) list.append("=N");
-    }
-    return list;
-}
-
-// --ab: `tuning` with KNOB applied (NAME or NAME=VALUE; see the usage at the top); nullopt for
-// a knob this bench does not know or a value it does not take.
-std::optional<Tuning> knob_applied(Tuning tuning, const std::string& knob) {
-    const auto eq = knob.find('=');
-    const std::string name = knob.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : knob.substr(eq + 1);
-    if (name == "none" && eq == std::string::npos) return tuning;
-    for (const AbKnob& k : kAbKnobs) {
-        if (name != k.name) continue;
-        if (k.flag != nullptr) {
-            if (eq != std::string::npos) return std::nullopt;
-            tuning.*k.flag = !(tuning.*k.flag);
-            return tuning;
-        }
-        char* end = nullptr;
-        const long long number = std::strtoll(value.c_str(), &end, 10);
-        if (value.empty() || *end != '\0' || number < k.min) return std::nullopt;
-        tuning.*k.number = number;
-        return tuning;
-    }
-    return std::nullopt;
-}
-
 // --ab: `warm_up` untimed calls of step(i), then `timed` timed ones, alternating A B B A
 // between the backend's tuning (A) and `knob` applied to it (B), so that neither setting always
 // runs right after the other. seconds[0] / seconds[1]: the time A's / B's steps took. The backend
@@ -364,41 +298,6 @@ bool alternate_ab(brigade::model::cpu::CpuBackend& backend, const std::string& k
     }
     backend.set_tuning(a);
     return ok;
-}
-
-// --isa: the instruction sets it names, or an empty string when this machine runs them; else
-// why not.
-std::string isa_unavailable(const std::string& isa) {
-    if (isa == "native") return "";
-#if HWY_ARCH_X86
-    namespace cpu = brigade::model::cpu;
-    const auto variants = cpu::split_int8_variants_available();
-    auto has_variant = [&](cpu::SplitInt8Variant v) {
-        return std::find(variants.begin(), variants.end(), v) != variants.end();
-    };
-    const std::int64_t targets = hwy::SupportedTargets();
-    if (isa == "avx512") {
-        return (targets & HWY_AVX3) != 0 ? "" : "this CPU has no AVX-512";
-    }
-    if (isa == "avx2-vnni") {
-        if ((targets & HWY_AVX2) == 0) return "this CPU has no AVX2";
-        return has_variant(cpu::SplitInt8Variant::kAvxVnni) ? "" : "this CPU has no AVX-VNNI";
-    }
-    if (isa == "avx2") return (targets & HWY_AVX2) != 0 ? "" : "this CPU has no AVX2";
-    return "native, avx512, avx2-vnni or avx2";
-#else
-    return "only native on this architecture";
-#endif
-}
-
-// --isa: the kernels' choices for that instruction set (the Highway target is set in main).
-void apply_isa(const std::string& isa, brigade::model::cpu::CpuTuning& tuning) {
-    if (isa == "native") return;
-    tuning.amx = false;
-    if (isa == "avx2-vnni")
-        tuning.split_int8_variant = brigade::model::cpu::SplitInt8Variant::kAvxVnni;
-    // No split-int8 kernel without VNNI: 4-bit weights take the f32 kernels.
-    if (isa == "avx2") tuning.split_int8_activations = false;
 }
 
 bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::string& format,
@@ -426,7 +325,7 @@ bool run_case(const std::filesystem::path& dir, const Shape& shape, const std::s
         tuning.split_int8_activations = bo.cpu_split_int8_activations;
         if (attention_min_keys > 0) tuning.min_keys_per_split = attention_min_keys;
         tuning.batched_min_tokens = batched_min_tokens;
-        apply_isa(isa, tuning);
+        hold_kernels_to_isa(isa, tuning);  // also the Highway targets, before any kernel runs
         backend = cpu::make_cpu_backend(bo, tuning);
     }
     if (!backend) {
@@ -758,9 +657,6 @@ int main(int argc, char** argv) {
         }
     }
     const BackendKind kind = backend == "reference" ? BackendKind::kReference : BackendKind::kCpu;
-#if HWY_ARCH_X86
-    if (isa == "avx2" || isa == "avx2-vnni") hwy::SetSupportedTargetsForTest(HWY_AVX2);
-#endif
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int n_threads = threads > 0 ? threads : hw;
     const std::vector<int> prompts = int_list(prompts_arg);

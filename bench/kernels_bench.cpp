@@ -30,8 +30,8 @@
 // Usage: kernels_bench [--threads N] [--quick] [--filter TEXT] [--json FILE] [--hot]
 //                      [--prefetch BYTES] [--avx2]
 // (--hot: decode from one cache-resident matrix, i.e. the kernels' compute ceiling; --avx2:
-// Highway kernels at their AVX2 target and split-int8 at AVX-VNNI, to stand in for a client
-// CPU without AVX-512)
+// Highway kernels at their AVX2 target, split-int8 at AVX-VNNI and no AMX, to stand in for a
+// client CPU without AVX-512: engine_bench's --isa avx2-vnni)
 // Every case cycles through enough copies of its data (1.5 GB) to exceed the last-level cache.
 
 // clang-format off
@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_tuning_choice.hpp"
 #include "bench/fast_rng.hpp"
 #include "bench/fma_peak.hpp"
 #include "model/backend.hpp"
@@ -325,10 +326,15 @@ int main(int argc, char** argv) {
     // Kernel variants of quantized decode. "serving" is what make_backend gives: split-int8
     // activations (4-bit) where the CPU has AVX-512 VNNI or AVX-VNNI, else "grouped", the f32
     // kernels (labelled " [f32]"), from which the other variants below are derived.
-    if (opt.avx2) hwy::SetSupportedTargetsForTest(HWY_AVX2);
     CpuTuning serving;
     serving.int16_activations = false;
-    if (opt.avx2) serving.split_int8_variant = brigade::model::cpu::SplitInt8Variant::kAvxVnni;
+    if (opt.avx2) {
+        if (const std::string why = brigade::bench::isa_unavailable("avx2-vnni"); !why.empty()) {
+            std::fprintf(stderr, "--avx2: %s\n", why.c_str());
+            return 2;
+        }
+        brigade::bench::hold_kernels_to_isa("avx2-vnni", serving);
+    }
     if (opt.prefetch_bytes >= 0) serving.prefetch_bytes = opt.prefetch_bytes;
     CpuTuning grouped = serving;
     grouped.split_int8_activations = false;

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "model/cpu/cpu_backend.hpp"
 
 namespace brigade::model::cpu {
 namespace {
@@ -38,6 +42,23 @@ TEST(TilePrefetch, NextTileLinesKeepPaceWithTheTile) {
     EXPECT_EQ(next_tile_lines_due(4, 896, 0), 4 * kMaxPrefetchStepBytes / kPrefetchLineBytes);
     EXPECT_EQ(next_tile_lines_due(4, 896, 448), 4 * (448 + kMaxPrefetchStepBytes) / 64);
     EXPECT_EQ(next_tile_lines_due(4, 896, 832), 56);
+}
+
+// The default is on exactly on AMD x86 CPUs: the vendor that CPUID gives matches the kernel's
+// /proc/cpuinfo (a wrong register order in the vendor string reads as "not AMD").
+TEST(TilePrefetch, NextTileDefaultFollowsTheCpuVendor) {
+#if defined(__linux__) && (defined(__x86_64__) || defined(_M_X64))
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line, vendor;
+    while (vendor.empty() && std::getline(cpuinfo, line)) {
+        if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+    }
+    if (vendor.empty()) GTEST_SKIP() << "/proc/cpuinfo names no vendor";
+    EXPECT_EQ(default_next_tile_prefetch_row_bytes(), vendor == "AuthenticAMD" ? 2048 : 0)
+        << vendor;
+#else
+    EXPECT_EQ(default_next_tile_prefetch_row_bytes(), 0);
+#endif
 }
 
 }  // namespace
