@@ -5,7 +5,9 @@
 //
 // Logits are synthetic, of two shapes: "peaked" (a normal bulk, sd 2.5, with a few tokens 6 to
 // 14 above it, as a model sure of the next token gives) and "flat" (sd 1, no outliers: a
-// high-entropy step). Every draw's token is checked against the reference.
+// high-entropy step). Every draw's token is checked against the reference. The Sampler is
+// timed on this thread and with its whole-row passes in chunks on the CPU backend's pool (what a
+// stage's tail does for one request alone), whose tokens must be the same.
 //
 // Then a batch: 16 sequences' rows (as a stage's tail samples 16 concurrent requests), each
 // with its own Sampler, one after another against all at once on the CPU backend's pool
@@ -85,17 +87,26 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < prompt.size(); ++i) {
         prompt[i] = static_cast<std::int32_t>((i * 131) % 5000);
     }
+    brigade::model::BackendOptions options;
+    options.n_threads = n_threads;
+    auto backend = brigade::model::make_backend(brigade::model::BackendKind::kCpu, options);
+    if (!backend) {
+        std::fprintf(stderr, "backend: %s\n", backend.error().message.c_str());
+        return 1;
+    }
+    brigade::model::Backend* pool = backend->get();
     nlohmann::json out = nlohmann::json::array();
     std::printf(
-        "| vocab | logits | setting | reference ms/token | Sampler ms/token | speed-up |\n"
-        "|---|---|---|---|---|---|\n");
+        "| vocab | logits | setting | reference ms/token | Sampler ms/token | speed-up | Sampler "
+        "on the pool ms/token | pool / one thread |\n"
+        "|---|---|---|---|---|---|---|---|\n");
     int mismatches = 0;
     for (const std::size_t vocab : {std::size_t{151936}, std::size_t{128256}}) {
         for (const bool peaked : {true, false}) {
             const auto logits = make_logits(vocab, peaked, 7);
             for (const auto& [name, p] : settings) {
-                brigade::model::Sampler sampler;
-                std::vector<std::int32_t> want, got;
+                brigade::model::Sampler sampler, pooled;
+                std::vector<std::int32_t> want, got, got_pooled;
                 const brigade::model::TokenHistory history{prompt, {}};
                 auto t0 = Clock::now();
                 for (int t = 0; t < n_tokens; ++t) {
@@ -112,28 +123,31 @@ int main(int argc, char** argv) {
                 }
                 const double fast_ms =
                     std::chrono::duration<double>(Clock::now() - t0).count() * 1e3 / n_tokens;
-                if (got != want) ++mismatches;
-                std::printf("| %zu | %s | %s | %.3f | %.3f | %.1fx |\n", vocab,
-                            peaked ? "peaked" : "flat", name, ref_ms, fast_ms, ref_ms / fast_ms);
+                t0 = Clock::now();
+                for (int t = 0; t < n_tokens; ++t) {
+                    got_pooled.push_back(
+                        pooled.sample(logits, p, history, static_cast<std::uint64_t>(t), pool)
+                            .token);
+                }
+                const double pool_ms =
+                    std::chrono::duration<double>(Clock::now() - t0).count() * 1e3 / n_tokens;
+                if (got != want || got_pooled != want) ++mismatches;
+                std::printf("| %zu | %s | %s | %.3f | %.3f | %.1fx | %.3f | %.2f |\n", vocab,
+                            peaked ? "peaked" : "flat", name, ref_ms, fast_ms, ref_ms / fast_ms,
+                            pool_ms, pool_ms / fast_ms);
                 out.push_back({{"vocab", vocab},
                                {"logits", peaked ? "peaked" : "flat"},
                                {"setting", name},
                                {"reference_ms", ref_ms},
                                {"sampler_ms", fast_ms},
-                               {"same_tokens", got == want}});
+                               {"sampler_pool_ms", pool_ms},
+                               {"same_tokens", got == want && got_pooled == want}});
             }
         }
     }
     std::printf("\n%d setting(s) where the tokens differed from the reference\n", mismatches);
 
     // A batch of 16 rows, one Sampler each, at temperature 0.7 / top_p 0.9.
-    brigade::model::BackendOptions options;
-    options.n_threads = n_threads;
-    auto backend = brigade::model::make_backend(brigade::model::BackendKind::kCpu, options);
-    if (!backend) {
-        std::fprintf(stderr, "backend: %s\n", backend.error().message.c_str());
-        return 1;
-    }
     constexpr int kBatch = 16;
     int batch_mismatches = 0;  // steps where the pool's tokens differ from one after another
     const SamplingParams p = params(0.7f, 0, 0.9f, 0.0f, 1.0f);

@@ -48,8 +48,8 @@ Result<GenerateResult> generate(Stage& stage, std::uint64_t seq_id,
     result.tokens.reserve(static_cast<std::size_t>(std::max(0, options.max_new_tokens)));
     for (int step = 0; step < options.max_new_tokens; ++step) {
         const TokenHistory history{prompt, result.tokens};
-        const SampledToken t =
-            sampler.sample(logits, options.sampling, history, static_cast<std::uint64_t>(step));
+        const SampledToken t = sampler.sample(logits, options.sampling, history,
+                                              static_cast<std::uint64_t>(step), &stage.backend());
         result.tokens.push_back(t.token);
         const bool is_stop = std::find(options.stop_ids.begin(), options.stop_ids.end(), t.token) !=
                              options.stop_ids.end();

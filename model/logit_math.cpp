@@ -1,7 +1,10 @@
 #include "model/logit_math.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+
+#include "model/backend.hpp"
 
 // clang-format off
 #undef HWY_TARGET_INCLUDE
@@ -43,7 +46,8 @@ double SumExpShifted(const float* x, std::int64_t n, float shift) {
     return total;
 }
 
-// See block_maxima (logit_math.hpp).
+// out[b] = the largest of x[b * block, (b + 1) * block) (the last block may be shorter). False
+// if x holds a NaN.
 bool BlockMaxima(const float* x, std::int64_t n, std::int64_t block, float* out) {
     const hn::ScalableTag<float> d;
     const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
@@ -71,9 +75,10 @@ bool BlockMaxima(const float* x, std::int64_t n, std::int64_t block, float* out)
     return hn::AllFalse(d, nan);
 }
 
-// See bucket_candidates (logit_math.hpp). Returns false at the first NaN.
-bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& spec,
-                      std::uint16_t* bucket, double* mass) {
+// See bucket_candidates (logit_math.hpp): x[0, n) are the candidates first, first + 1, ...
+// Returns false at the first NaN.
+bool BucketCandidates(const float* x, std::int64_t n, std::int64_t first,
+                      const CandidateBuckets& spec, std::uint16_t* bucket, double* mass) {
     const hn::ScalableTag<double> d;
     const hn::Rebind<float, decltype(d)> df;
     const hn::Rebind<std::int32_t, decltype(d)> di;
@@ -105,9 +110,10 @@ bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& sp
     for (; i + lanes <= n; i += lanes) {
         const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
         if (!hn::AllFalse(d, hn::Ne(v, v))) return false;
-        const auto rest = hn::Or(
-            hn::Lt(v, pivot),
-            hn::And(hn::Eq(v, pivot), hn::Gt(hn::Iota(d, static_cast<double>(i)), pivot_id)));
+        const auto rest =
+            hn::Or(hn::Lt(v, pivot),
+                   hn::And(hn::Eq(v, pivot),
+                           hn::Gt(hn::Iota(d, static_cast<double>(first + i)), pivot_id)));
         const auto p = hn::Mul(hn::Exp(d, hn::Max(hn::Sub(v, max), floor)), inv_total);
         const auto b = hn::Floor(hn::Min(hn::Mul(hn::Sub(max, v), scale), last));
         hn::Store(p, d, p_lanes);
@@ -117,7 +123,8 @@ bool BucketCandidates(const float* x, std::int64_t n, const CandidateBuckets& sp
     for (; i < n; ++i) {
         const double v = static_cast<double>(x[i]);
         if (std::isnan(v)) return false;
-        const bool rest = v < spec.pivot_logit || (v == spec.pivot_logit && i > spec.pivot_id);
+        const bool rest =
+            v < spec.pivot_logit || (v == spec.pivot_logit && first + i > spec.pivot_id);
         const double b = std::min((spec.max - v) * spec.scale, static_cast<double>(spec.last));
         add(i, rest ? static_cast<std::uint16_t>(b) : spec.skip,
             std::exp(v - spec.max) / spec.total);
@@ -137,26 +144,76 @@ HWY_EXPORT(SumExpShifted);
 HWY_EXPORT(BucketCandidates);
 HWY_EXPORT(BlockMaxima);
 
-bool block_maxima(std::span<const float> x, std::int64_t block, float* out) {
-    return HWY_DYNAMIC_DISPATCH(BlockMaxima)(x.data(), static_cast<std::int64_t>(x.size()), block,
-                                             out);
-}
-
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
-                       std::uint16_t* bucket, double* mass) {
-    return HWY_DYNAMIC_DISPATCH(BucketCandidates)(x.data(), static_cast<std::int64_t>(x.size()),
-                                                  spec, bucket, mass);
+                       std::uint16_t* bucket, double* mass, Backend* host,
+                       std::vector<double>& chunk_mass) {
+    const auto n = static_cast<std::int64_t>(x.size());
+    const std::int64_t chunk = row_chunk(n);
+    const std::int64_t n_chunks = (n + chunk - 1) / chunk;
+    const std::int64_t n_mass = spec.dropped + 1;
+    chunk_mass.resize(static_cast<std::size_t>(n_chunks * n_mass));
+    std::array<bool, kMaxRowChunks + 1> clean{};
+    for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+        const std::int64_t c = begin / chunk;
+        double* own = chunk_mass.data() + c * n_mass;
+        std::fill(own, own + n_mass, 0.0);
+        clean[static_cast<std::size_t>(c)] = HWY_DYNAMIC_DISPATCH(BucketCandidates)(
+            x.data() + begin, end - begin, begin, spec, bucket + begin, own);
+    });
+    if (!std::all_of(clean.begin(), clean.begin() + n_chunks, [](bool c) { return c; })) {
+        return false;
+    }
+    for (std::int64_t c = 0; c < n_chunks; ++c) {
+        const double* own = chunk_mass.data() + c * n_mass;
+        for (std::int64_t b = 0; b < n_mass; ++b) mass[b] += own[b];
+    }
+    return true;
 }
 
-LogitStats logit_stats(std::span<const float> x) {
+std::int64_t row_chunk(std::int64_t n) {
+    // At least 16k entries (a chunk's pass then takes a few microseconds, more than handing it
+    // to another thread costs), a multiple of 256 and of kLogitBlock.
+    constexpr std::int64_t kMinChunk = 16384;
+    const std::int64_t even = (n + kMaxRowChunks - 1) / kMaxRowChunks;
+    return std::max(kMinChunk, (even + 255) / 256 * 256);
+}
+
+void for_each_row_chunk(Backend* host, std::int64_t n,
+                        void (*f)(void* ctx, std::int64_t begin, std::int64_t end), void* ctx) {
+    const std::int64_t chunk = row_chunk(n);
+    const std::int64_t n_chunks = (n + chunk - 1) / chunk;
+    auto run = [&](std::int64_t c) { f(ctx, c * chunk, std::min(n, (c + 1) * chunk)); };
+    if (host == nullptr || n_chunks <= 1) {
+        for (std::int64_t c = 0; c < n_chunks; ++c) run(c);
+        return;
+    }
+    for_each_host_task(*host, n_chunks, run);
+}
+
+LogitStats logit_stats(std::span<const float> x, Backend* host, std::vector<float>* block_max) {
     LogitStats s;
     if (x.empty()) return s;
     const auto n = static_cast<std::int64_t>(x.size());
-    s.max = HWY_DYNAMIC_DISPATCH(MaxOfRow)(x.data(), n);
-    s.argmax = std::find(x.begin(), x.end(), s.max) - x.begin();
-    if (s.argmax == n) {
-        // NaNs (a corrupt checkpoint) can make the vector max NaN, which no entry equals: fall
-        // back to the scalar first maximum, which skips them, so the token stays in range.
+    std::vector<float> own;
+    std::vector<float>& maxima = block_max != nullptr ? *block_max : own;
+    maxima.resize(static_cast<std::size_t>((n + kLogitBlock - 1) / kLogitBlock));
+    const std::int64_t chunk = row_chunk(n);
+    std::array<bool, kMaxRowChunks + 1> clean{};
+    for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+        clean[static_cast<std::size_t>(begin / chunk)] = HWY_DYNAMIC_DISPATCH(BlockMaxima)(
+            x.data() + begin, end - begin, kLogitBlock, maxima.data() + begin / kLogitBlock);
+    });
+    const std::int64_t n_chunks = (n + chunk - 1) / chunk;
+    s.has_nan = !std::all_of(clean.begin(), clean.begin() + n_chunks, [](bool c) { return c; });
+    if (!s.has_nan) {
+        // The first block holding the maximum holds its first occurrence.
+        const auto n_blocks = static_cast<std::int64_t>(maxima.size());
+        s.max = HWY_DYNAMIC_DISPATCH(MaxOfRow)(maxima.data(), n_blocks);
+        const std::int64_t block = std::find(maxima.begin(), maxima.end(), s.max) - maxima.begin();
+        s.argmax = std::find(x.begin() + block * kLogitBlock, x.end(), s.max) - x.begin();
+    } else {
+        // A NaN (a corrupt checkpoint) can make a vector max NaN, which no entry equals: the
+        // scalar first maximum skips them, so the token stays in range.
         std::int64_t best = 0;
         for (std::int64_t i = 1; i < n; ++i) {
             if (x[static_cast<std::size_t>(i)] > x[static_cast<std::size_t>(best)]) best = i;
@@ -164,7 +221,12 @@ LogitStats logit_stats(std::span<const float> x) {
         s.argmax = best;
         s.max = x[static_cast<std::size_t>(best)];
     }
-    s.sum_exp = HWY_DYNAMIC_DISPATCH(SumExpShifted)(x.data(), n, s.max);
+    std::array<double, kMaxRowChunks + 1> partial{};
+    for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+        partial[static_cast<std::size_t>(begin / chunk)] =
+            HWY_DYNAMIC_DISPATCH(SumExpShifted)(x.data() + begin, end - begin, s.max);
+    });
+    for (std::int64_t c = 0; c < n_chunks; ++c) s.sum_exp += partial[static_cast<std::size_t>(c)];
     return s;
 }
 

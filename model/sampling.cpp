@@ -62,6 +62,11 @@ void apply_processing(std::vector<float>& out, const SamplingParams& p, const To
     }
 }
 
+bool has_penalties(const SamplingParams& p) {
+    return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+           p.frequency_penalty != 0.0f;
+}
+
 }  // namespace
 
 Result<void> validate_sampling_params(const SamplingParams& p) {
@@ -111,22 +116,47 @@ std::vector<float> log_softmax(std::span<const float> x) {
 }
 
 std::span<const float> Sampler::processed(std::span<const float> logits, const SamplingParams& p,
-                                          const TokenHistory& history) {
-    const bool repetition = p.repetition_penalty != 1.0f;
-    const bool presence = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+                                          const TokenHistory& history, Backend* host) {
+    const bool penalties = has_penalties(p);
     const bool temperature = !p.greedy() && p.temperature != 1.0f;
-    if (!repetition && !presence && !temperature) return logits;
-    processed_.assign(logits.begin(), logits.end());
-    apply_processing(processed_, p, history, ids_);
+    if (!penalties && !temperature) return logits;
+    processed_.resize(logits.size());
+    const auto n = static_cast<std::int64_t>(logits.size());
+    if (!penalties) {
+        // The common case in one chunked pass: copy and divide (the same division as
+        // apply_processing's, so the same floats).
+        for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t i = begin; i < end; ++i) {
+                processed_[static_cast<std::size_t>(i)] =
+                    logits[static_cast<std::size_t>(i)] / p.temperature;
+            }
+        });
+        return processed_;
+    }
+    // Penalties change a few entries, before the temperature divides them all: copy, penalize,
+    // divide.
+    for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+        std::copy(logits.begin() + begin, logits.begin() + end, processed_.begin() + begin);
+    });
+    SamplingParams penalties_only = p;
+    penalties_only.temperature = 1.0f;
+    apply_processing(processed_, penalties_only, history, ids_);
+    if (temperature) {
+        for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t i = begin; i < end; ++i) {
+                processed_[static_cast<std::size_t>(i)] /= p.temperature;
+            }
+        });
+    }
     return processed_;
 }
 
 SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams& p,
-                             const TokenHistory& history, std::uint64_t step) {
+                             const TokenHistory& history, std::uint64_t step, Backend* host) {
     SampledToken result;
     if (logits.empty()) return result;
-    const std::span<const float> x = processed(logits, p, history);
-    const LogitStats stats = logit_stats(x);
+    const std::span<const float> x = processed(logits, p, history, host);
+    const LogitStats stats = logit_stats(x, host, &block_max_);
     const double max = stats.max;
     const double log_z = max + std::log(stats.sum_exp);
     auto logit = [&](std::int32_t t) {
@@ -167,12 +197,12 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
         // Top-k survivors, sorted: selected as below, or keyed and partially sorted (from the
         // head alone when it holds k of them) where k is too large for that.
         n_candidates = static_cast<std::size_t>(p.top_k);
-        if (!select_first(x, n_candidates)) {
+        if (!select_first(x, n_candidates, stats.has_nan)) {
             key_all();
             std::partial_sort(at(0), at(n_candidates), at(head >= n_candidates ? head : n));
         }
         sorted = n_candidates;
-    } else if (select_first(x, kDeepAfter)) {
+    } else if (select_first(x, kDeepAfter, stats.has_nan)) {
         // The walk's first block, without keying the whole row: most draws end in it, and
         // keying, partitioning and selecting over 150k candidates took most of a draw.
         sorted = kDeepAfter;
@@ -214,7 +244,8 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
         double cum = 0.0;
         for (std::size_t i = 0; i < n; ++i) {
             if (i == kDeepAfter) {
-                if (const auto t = deep_draw({x, max, total, i, cum}, p, u, 0.0)) return drawn(*t);
+                if (const auto t = deep_draw({x, max, total, i, cum, host}, p, u, 0.0))
+                    return drawn(*t);
             }
             sort_through(i);
             cum += prob(i);
@@ -231,7 +262,8 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     double cum = 0.0;
     for (std::size_t i = 0; i < n_candidates; ++i) {
         if (i == kDeepAfter && n_candidates == n) {
-            if (const auto t = deep_draw({x, max, total, i, cum}, p, u, prob(0))) return drawn(*t);
+            if (const auto t = deep_draw({x, max, total, i, cum, host}, p, u, prob(0)))
+                return drawn(*t);
         }
         sort_through(i);
         const double pi = prob(i);
@@ -251,18 +283,16 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
     return drawn(candidate_id(order_[probs_.size() - 1]));
 }
 
-bool Sampler::select_first(std::span<const float> x, std::size_t k) {
+bool Sampler::select_first(std::span<const float> x, std::size_t k, bool has_nan) {
     // The k largest block maxima are k distinct entries, so the k-th largest of them (`bound`)
     // is at most the k-th largest logit: every one of the first k candidates is >= bound and
     // sits in a block whose maximum is >= bound, and those blocks hold at least k such entries.
     // On a 150k row that is a few thousand entries to look at instead of all of them.
-    constexpr std::size_t kBlock = 64;
+    constexpr auto kBlock = static_cast<std::size_t>(kLogitBlock);
     const std::size_t n = x.size();
-    const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
-    if (k == 0 || n_blocks < 4 * k) return false;
+    const std::size_t n_blocks = block_max_.size();
+    if (has_nan || k == 0 || n_blocks < 4 * k) return false;
     order_.reserve(n);  // what key_all needs, so that a later fallback does not allocate
-    block_max_.resize(n_blocks);
-    if (!block_maxima(x, static_cast<std::int64_t>(kBlock), block_max_.data())) return false;
     block_rank_.assign(block_max_.begin(), block_max_.end());
     const auto kth = block_rank_.begin() + static_cast<std::ptrdiff_t>(k - 1);
     std::nth_element(block_rank_.begin(), kth, block_rank_.end(), std::greater<float>());

@@ -63,15 +63,20 @@ struct SampledToken {
 // temperature sorted all 150k candidates per token, ~25 ms, before this class) and without
 // allocating once its buffers have grown: the first candidates are sorted, the rest bucketed
 // by logit when the draw goes deeper. One per decode loop; not thread-safe.
+class Backend;
+
 class Sampler {
 public:
+    // `host`: the whole-row passes (the temperature, the block maxima, the normalizer) run in
+    // chunks on its host threads (logit_math.hpp, row_chunk); the same token and logprob as
+    // without. Not from inside one of its host tasks.
     SampledToken sample(std::span<const float> logits, const SamplingParams& p,
-                        const TokenHistory& history, std::uint64_t step);
+                        const TokenHistory& history, std::uint64_t step, Backend* host = nullptr);
 
 private:
     // The logits after penalties and temperature: `logits` itself when none applies.
     std::span<const float> processed(std::span<const float> logits, const SamplingParams& p,
-                                     const TokenHistory& history);
+                                     const TokenHistory& history, Backend* host);
 
     // Candidates within this much of the max logit are sorted first (the "head").
     static constexpr float kSortSpan = 20.0f;
@@ -82,10 +87,11 @@ private:
     static constexpr std::size_t kDeepAfter = 64;
 
     // order_[0, k): the k first candidates (the smallest keys), sorted, found from the maxima
-    // of 64-entry blocks of the row without keying every candidate. False where it does not
-    // apply: a NaN in the row, or fewer than 4k blocks (the bound would then select most of
-    // the row anyway); the caller keys and partitions the whole row instead.
-    bool select_first(std::span<const float> x, std::size_t k);
+    // of 64-entry blocks of the row (block_max_, from logit_stats) without keying every
+    // candidate. False where it does not apply: a NaN in the row, or fewer than 4k blocks (the
+    // bound would then select most of the row anyway); the caller keys and partitions the
+    // whole row instead.
+    bool select_first(std::span<const float> x, std::size_t k, bool has_nan);
 
     // The walk where it hands over: order_[0, from) sorted and walked, `cum0` their
     // probabilities summed in order (filtered draws: probs_ holds them).
@@ -95,6 +101,7 @@ private:
         double total = 0.0;        // the candidates' softmax normalizer (relative to max)
         std::size_t from = 0;
         double cum0 = 0.0;
+        Backend* host = nullptr;  // runs the bucket pass in chunks (logit_math.hpp)
         double prob_of(std::int32_t id) const {
             return std::exp(static_cast<double>(x[static_cast<std::size_t>(id)]) - max) / total;
         }
@@ -113,10 +120,11 @@ private:
 
     std::vector<float> processed_;
     std::vector<std::uint64_t> order_;           // candidates (logit, id keys), sorted lazily
-    std::vector<float> block_max_, block_rank_;  // select_first: blocks' maxima, and a copy
+    std::vector<float> block_max_, block_rank_;  // the blocks' maxima, and a copy to rank
     std::vector<std::int32_t> ids_;              // penalized history tokens
     std::vector<double> probs_;                  // the kept prefix's probabilities
     std::vector<double> deep_mass_;              // per logit bucket of the rest (deep draws)
+    std::vector<double> deep_chunk_mass_;        // the same per chunk of the row
     std::vector<std::uint16_t> deep_bucket_;     // each candidate's bucket (by id)
     std::vector<std::uint64_t> deep_keys_;       // one bucket's candidates, sorted
 };

@@ -86,7 +86,8 @@ std::optional<std::int32_t> Sampler::deep_draw(const DeepRest& rest, const Sampl
     // Room for any bucket but a pathological one up front, so that later draws do not allocate
     // (a bucket holds ~n / 4096 candidates of a flat row; all of them only if all tie).
     deep_keys_.reserve(std::min<std::size_t>(rest.x.size(), 16384));
-    if (!bucket_candidates(rest.x, spec, deep_bucket_.data(), deep_mass_.data())) {
+    if (!bucket_candidates(rest.x, spec, deep_bucket_.data(), deep_mass_.data(), rest.host,
+                           deep_chunk_mass_)) {
         return std::nullopt;  // NaN logits (a corrupt checkpoint): sort instead
     }
     if (!top_p && !min_p) {

@@ -248,7 +248,7 @@ std::vector<std::uint64_t> TokenSampler::json_mask_of_state(std::size_t n_tokens
     return allowed;
 }
 
-mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
+mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits, model::Backend* host) {
     mesh::SampledTokenInfo out;
     out.request_id = request_id_;
     const std::int64_t n_gen = n_generated();
@@ -304,7 +304,7 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
     const std::span<const std::int32_t> all(history_);
     const model::TokenHistory history{all.first(n_prompt), all.subspan(n_prompt)};
     const auto sampled =
-        sampler_.sample(row, setup_.sampling, history, static_cast<std::uint64_t>(n_gen));
+        sampler_.sample(row, setup_.sampling, history, static_cast<std::uint64_t>(n_gen), host);
     out.token = sampled.token;
     out.logprob = sampled.logprob;
     if (setup_.logprobs && setup_.top_logprobs > 0) {
@@ -352,6 +352,10 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits) {
 void sample_batch(model::Backend& backend, std::span<const SampleJob> jobs,
                   std::vector<mesh::SampledTokenInfo>& out) {
     out.resize(jobs.size());
+    if (jobs.size() == 1) {
+        out[0] = jobs[0].sampler->sample(jobs[0].logits, &backend);
+        return;
+    }
     model::for_each_host_task(backend, static_cast<std::int64_t>(jobs.size()), [&](std::int64_t i) {
         const SampleJob& job = jobs[static_cast<std::size_t>(i)];
         out[static_cast<std::size_t>(i)] = job.sampler->sample(job.logits);

@@ -78,7 +78,8 @@ public:
     // Samples the token at position `history().size()` from the logits of the position before.
     // A finish other than kContinue ends the request (then `finished()`); token -1 means it
     // ended without a token (max_new_tokens already reached, or nothing can continue the JSON).
-    mesh::SampledTokenInfo sample(std::span<const float> logits);
+    // `host`: the sampler's whole-row passes run on its host threads (model::Sampler::sample).
+    mesh::SampledTokenInfo sample(std::span<const float> logits, model::Backend* host = nullptr);
 
     const std::vector<std::int32_t>& history() const { return history_; }
     std::int64_t n_generated() const;
@@ -113,8 +114,8 @@ struct SampleJob {
 // out[i] = jobs[i].sampler->sample(jobs[i].logits). Every request's sampler is its own state,
 // so the rows are sampled in parallel on the backend's host threads (Backend::run_host_tasks):
 // one after another, 16 requests at a temperature took 16 x 0.1-0.8 ms a step (sampling_bench,
-// bench/RESULTS.md session 13). The samplers must be distinct. `out` is resized, so a reused
-// one does not allocate.
+// bench/RESULTS.md session 13). A single row's passes run in chunks on them instead. The
+// samplers must be distinct. `out` is resized, so a reused one does not allocate.
 void sample_batch(model::Backend& backend, std::span<const SampleJob> jobs,
                   std::vector<mesh::SampledTokenInfo>& out);
 

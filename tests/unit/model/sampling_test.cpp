@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "model/cpu/cpu_backend.hpp"
+#include "model/logit_math.hpp"
+
 namespace brigade::model {
 namespace {
 
@@ -281,6 +284,67 @@ TEST(Sampling, EveryHighwayTargetPicksTheReferenceToken) {
         }
     }
     hwy::SetSupportedTargetsForTest(0);
+}
+
+// A row's passes in chunks on a pool (one request alone: its sampler uses the stage's threads)
+// give the token, the logprob and the stats of one thread, bit for bit: the chunks are fixed by
+// the row's length and combined in order. Rows of one chunk to ten (a 151,936-token vocabulary),
+// every setting kind, with penalties (and the reference's token where the row is short enough
+// to sort); the pool must actually have run the chunks.
+TEST(Sampling, ChunksOnThePoolGiveTheFloatsOfOneThread) {
+    std::mt19937 rng(31);
+    std::vector<std::vector<float>> rows;
+    for (const std::size_t n : {7u, 16384u, 50001u, 151936u}) {
+        std::normal_distribution<float> nd(0.0f, n % 2 == 0 ? 2.5f : 0.5f);
+        std::vector<float> v(n);
+        for (auto& x : v) x = nd(rng);
+        v[n / 2] = 40.0f;
+        v[n - 1] = v[n / 2];  // a tie for the maximum in the last chunk
+        rows.push_back(std::move(v));
+    }
+    std::vector<SamplingParams> settings(6);
+    settings[1].temperature = 1.0f;
+    settings[2].temperature = 0.7f;
+    settings[2].top_p = 0.9f;
+    settings[3].temperature = 0.8f;
+    settings[3].top_k = 40;
+    settings[4].temperature = 1.2f;
+    settings[4].min_p = 0.05f;
+    settings[5].temperature = 0.9f;
+    settings[5].repetition_penalty = 1.3f;
+    settings[5].presence_penalty = 0.5f;
+    settings[5].frequency_penalty = 0.4f;
+    const std::vector<std::int32_t> prompt = {5, 3, 3, 1, 0, 6};
+    const std::vector<std::int32_t> generated = {2, 2, 3, 6000};
+    const TokenHistory history{prompt, generated};
+    cpu::CpuBackend pool(BackendOptions{3}, cpu::CpuTuning{});
+    Sampler alone, chunked;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        const LogitStats want = logit_stats(rows[r]);
+        const std::uint64_t before = pool.n_dispatches();
+        const LogitStats got = logit_stats(rows[r], &pool);
+        EXPECT_EQ(got.max, want.max) << "row " << r;
+        EXPECT_EQ(got.argmax, want.argmax) << "row " << r;
+        EXPECT_EQ(got.argmax, static_cast<std::int64_t>(rows[r].size() / 2)) << "row " << r;
+        EXPECT_EQ(got.sum_exp, want.sum_exp) << "row " << r;
+        EXPECT_EQ(pool.n_dispatches() - before, rows[r].size() > 16384 ? 2u : 0u) << "row " << r;
+        for (std::size_t s = 0; s < settings.size(); ++s) {
+            settings[s].seed = 5 + s;
+            for (std::uint64_t step = 0; step < 6; ++step) {
+                const auto a = alone.sample(rows[r], settings[s], history, step);
+                const auto b = chunked.sample(rows[r], settings[s], history, step, &pool);
+                EXPECT_EQ(b.token, a.token)
+                    << "row " << r << ", setting " << s << ", step " << step;
+                EXPECT_EQ(b.logprob, a.logprob)
+                    << "row " << r << ", setting " << s << ", step " << step;
+                if (rows[r].size() < 100000) {  // the reference sorts every candidate
+                    EXPECT_EQ(b.token,
+                              reference_sample_token(rows[r], settings[s], history, step).token)
+                        << "row " << r << ", setting " << s << ", step " << step;
+                }
+            }
+        }
+    }
 }
 
 // A corrupt checkpoint can yield NaN logits: whatever is picked must still be a token id of
