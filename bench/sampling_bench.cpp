@@ -9,22 +9,29 @@
 // timed on this thread and with its whole-row passes in chunks on the CPU backend's pool (what a
 // stage's tail does for one request alone), whose tokens must be the same.
 //
+// Then top_logprobs (5 after each draw): Sampler::most_likely against a partial sort of every
+// id, which must give the same tokens and logprobs.
+//
 // Then a batch: 16 sequences' rows (as a stage's tail samples 16 concurrent requests), each
 // with its own Sampler, one after another against all at once on the CPU backend's pool
 // (Backend::run_host_tasks, what the tail does), ms per batch step.
 //
 //   sampling_bench [--tokens N] [--threads N] [--json FILE]
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/logit_math.hpp"
 #include "model/sampling.hpp"
 
 namespace {
@@ -147,6 +154,56 @@ int main(int argc, char** argv) {
     }
     std::printf("\n%d setting(s) where the tokens differed from the reference\n", mismatches);
 
+    // top_logprobs (5, after the draw): Sampler::most_likely against the plain way, the
+    // processed row's normalizer and a partial sort of every id (what the tail did before).
+    std::printf(
+        "\n| vocab | top_logprobs | partial sort of every id, ms/token | Sampler::most_likely, "
+        "ms/token | speed-up |\n|---|---|---|---|---|\n");
+    int top_mismatches = 0;
+    for (const std::size_t vocab : {std::size_t{151936}, std::size_t{128256}}) {
+        const auto logits = make_logits(vocab, true, 7);
+        const SamplingParams p = params(0.7f, 0, 0.9f, 0.0f, 1.0f);
+        constexpr std::size_t kTop = 5;
+        brigade::model::Sampler sampler;
+        std::vector<brigade::model::SampledToken> top;
+        std::vector<std::int32_t> order(vocab);
+        double sorted_ms = 0.0, fast_ms = 0.0;
+        for (int t = 0; t < n_tokens; ++t) {
+            sampler.sample(logits, p, {}, static_cast<std::uint64_t>(t));
+            auto t0 = Clock::now();
+            const auto processed = brigade::model::process_logits(logits, p, {});
+            const auto stats = brigade::model::logit_stats(processed);
+            const double log_z = static_cast<double>(stats.max) + std::log(stats.sum_exp);
+            std::iota(order.begin(), order.end(), 0);
+            std::partial_sort(order.begin(), order.begin() + kTop, order.end(),
+                              [&](std::int32_t a, std::int32_t b) {
+                                  const float la = processed[static_cast<std::size_t>(a)];
+                                  const float lb = processed[static_cast<std::size_t>(b)];
+                                  return la != lb ? la > lb : a < b;
+                              });
+            sorted_ms += std::chrono::duration<double>(Clock::now() - t0).count() * 1e3;
+            t0 = Clock::now();
+            sampler.most_likely(kTop, top);
+            fast_ms += std::chrono::duration<double>(Clock::now() - t0).count() * 1e3;
+            for (std::size_t i = 0; i < kTop; ++i) {
+                const double logit = processed[static_cast<std::size_t>(order[i])];
+                if (top[i].token != order[i] ||
+                    top[i].logprob != static_cast<float>(logit - log_z)) {
+                    ++top_mismatches;
+                }
+            }
+        }
+        sorted_ms /= n_tokens;
+        fast_ms /= n_tokens;
+        std::printf("| %zu | %zu | %.3f | %.4f | %.0fx |\n", vocab, kTop, sorted_ms, fast_ms,
+                    sorted_ms / fast_ms);
+        out.push_back({{"vocab", vocab},
+                       {"top_logprobs", kTop},
+                       {"sorted_ms", sorted_ms},
+                       {"most_likely_ms", fast_ms}});
+    }
+    std::printf("%d top_logprobs entries that differed from the partial sort\n", top_mismatches);
+
     // A batch of 16 rows, one Sampler each, at temperature 0.7 / top_p 0.9.
     constexpr int kBatch = 16;
     int batch_mismatches = 0;  // steps where the pool's tokens differ from one after another
@@ -195,5 +252,5 @@ int main(int argc, char** argv) {
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     std::printf("%d batch step(s) where the pool's tokens differed from one after another\n",
                 batch_mismatches);
-    return mismatches == 0 && batch_mismatches == 0 ? 0 : 1;
+    return mismatches == 0 && batch_mismatches == 0 && top_mismatches == 0 ? 0 : 1;
 }

@@ -154,11 +154,15 @@ std::span<const float> Sampler::processed(std::span<const float> logits, const S
 SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams& p,
                              const TokenHistory& history, std::uint64_t step, Backend* host) {
     SampledToken result;
+    last_row_ = {};
     if (logits.empty()) return result;
     const std::span<const float> x = processed(logits, p, history, host);
     const LogitStats stats = logit_stats(x, host, &block_max_);
     const double max = stats.max;
     const double log_z = max + std::log(stats.sum_exp);
+    last_row_ = x;
+    last_log_z_ = log_z;
+    last_has_nan_ = stats.has_nan;
     auto logit = [&](std::int32_t t) {
         return static_cast<double>(x[static_cast<std::size_t>(t)]);
     };
@@ -281,6 +285,27 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
         if (target < cum) return drawn(candidate_id(order_[i]));
     }
     return drawn(candidate_id(order_[probs_.size() - 1]));
+}
+
+void Sampler::most_likely(std::size_t k, std::vector<SampledToken>& out) {
+    out.clear();
+    const std::span<const float> x = last_row_;
+    k = std::min(k, x.size());
+    if (k == 0) return;
+    if (!select_first(x, k, last_has_nan_)) {
+        // Short rows and NaN rows: every candidate keyed (the same order).
+        order_.resize(x.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            order_[i] = candidate_key(x[i], static_cast<std::int32_t>(i));
+        }
+        const auto last = order_.begin() + static_cast<std::ptrdiff_t>(k);
+        std::partial_sort(order_.begin(), last, order_.end());
+    }
+    for (std::size_t i = 0; i < k; ++i) {
+        const std::int32_t id = candidate_id(order_[i]);
+        const double logit = x[static_cast<std::size_t>(id)];
+        out.push_back({id, static_cast<float>(logit - last_log_z_)});
+    }
 }
 
 bool Sampler::select_first(std::span<const float> x, std::size_t k, bool has_nan) {

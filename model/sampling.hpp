@@ -73,6 +73,13 @@ public:
     SampledToken sample(std::span<const float> logits, const SamplingParams& p,
                         const TokenHistory& history, std::uint64_t step, Backend* host = nullptr);
 
+    // The k most likely tokens of the row the last sample() drew from (after penalties and
+    // temperature), best first, ties to the lower id, each with logit - log Z under that call's
+    // normalizer (so the drawn token's entry is its logprob): an API request's top_logprobs.
+    // Right after sample(), while its logits are alive (the row may be them). Found from the
+    // row's block maxima as the draw's first candidates are, not by sorting the vocabulary.
+    void most_likely(std::size_t k, std::vector<SampledToken>& out);
+
 private:
     // The logits after penalties and temperature: `logits` itself when none applies.
     std::span<const float> processed(std::span<const float> logits, const SamplingParams& p,
@@ -117,6 +124,11 @@ private:
     // threshold (the caller then sorts on).
     std::optional<std::int32_t> deep_draw(const DeepRest& rest, const SamplingParams& p, double u,
                                           double first_prob);
+
+    // What most_likely needs of the last sample().
+    std::span<const float> last_row_;
+    double last_log_z_ = 0.0;
+    bool last_has_nan_ = false;
 
     std::vector<float> processed_;
     std::vector<std::uint64_t> order_;           // candidates (logit, id keys), sorted lazily

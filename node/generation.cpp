@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 
 #include "model/logit_math.hpp"
 
@@ -308,27 +307,11 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits, model
     out.token = sampled.token;
     out.logprob = sampled.logprob;
     if (setup_.logprobs && setup_.top_logprobs > 0) {
-        // The most likely tokens after penalties and temperature, as logit - log Z with the
-        // sampler's normalizer (model::logit_stats), so the chosen token's entry equals the
-        // logprob reported for it; ties by lower id.
-        const auto processed = model::process_logits(row, setup_.sampling, history);
-        const auto stats = model::logit_stats(processed);
-        const double log_z = static_cast<double>(stats.max) + std::log(stats.sum_exp);
-        std::vector<std::int32_t> order(processed.size());
-        std::iota(order.begin(), order.end(), 0);
-        const auto k =
-            std::min<std::size_t>(static_cast<std::size_t>(setup_.top_logprobs), order.size());
-        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k),
-                          order.end(), [&](std::int32_t a, std::int32_t b) {
-                              const float la = processed[static_cast<std::size_t>(a)];
-                              const float lb = processed[static_cast<std::size_t>(b)];
-                              return la != lb ? la > lb : a < b;
-                          });
-        out.top.reserve(k);
-        for (std::size_t i = 0; i < k; ++i) {
-            const double logit = processed[static_cast<std::size_t>(order[i])];
-            out.top.push_back({order[i], static_cast<float>(logit - log_z)});
-        }
+        // The most likely tokens after penalties and temperature under the draw's normalizer,
+        // so the chosen token's entry equals the logprob reported for it; ties by lower id.
+        sampler_.most_likely(static_cast<std::size_t>(setup_.top_logprobs), top_);
+        out.top.reserve(top_.size());
+        for (const model::SampledToken& t : top_) out.top.push_back({t.token, t.logprob});
     }
     history_.push_back(out.token);
 

@@ -98,8 +98,9 @@ private:
     // over (after a value in the same object, inside a key), and a mask costs ~3 ms to build.
     std::unordered_map<std::string, std::vector<std::uint64_t>> json_masks_;
     std::string json_key_;
-    std::vector<float> work_;  // biased and masked logits, reused across steps
-    model::Sampler sampler_;   // its buffers too
+    std::vector<float> work_;               // biased and masked logits, reused across steps
+    model::Sampler sampler_;                // its buffers too
+    std::vector<model::SampledToken> top_;  // top_logprobs of a step, reused
     bool finished_ = false;
 
     void rebuild_json_state();

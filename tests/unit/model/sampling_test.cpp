@@ -7,8 +7,10 @@
 #include <hwy/targets.h>
 // clang-format on
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -341,6 +343,65 @@ TEST(Sampling, ChunksOnThePoolGiveTheFloatsOfOneThread) {
                     EXPECT_EQ(b.token,
                               reference_sample_token(rows[r], settings[s], history, step).token)
                         << "row " << r << ", setting " << s << ", step " << step;
+                }
+            }
+        }
+    }
+}
+
+// top_logprobs: the k most likely tokens of the processed row, best first, ties to the lower id,
+// as logit - log Z with logit_stats' normalizer (what the API reported before, from a sort of
+// every candidate, kept here as the definition), and the drawn token's entry is its logprob.
+// Rows: short (every candidate keyed), 200 ties at the top spread over blocks, masked entries,
+// and a 151,936 vocabulary; greedy, temperature and penalties.
+TEST(Sampling, MostLikelyAreTheSortedHeadOfTheProcessedRow) {
+    std::mt19937 rng(41);
+    std::vector<std::vector<float>> rows;
+    rows.push_back({0.1f, -3.0f, 2.0f, 2.0f, 0.5f, -40.0f, 1.0f});
+    for (const std::size_t n : {30000u, 151936u}) {
+        std::normal_distribution<float> nd(0.0f, 2.5f);
+        std::vector<float> v(n);
+        for (auto& x : v) x = nd(rng);
+        rows.push_back(v);
+        for (std::size_t i = 0; i < 200; ++i) v[(i * 7919) % n] = 9.0f;
+        for (std::size_t i = 0; i < n; i += 5) v[i] = -std::numeric_limits<float>::infinity();
+        rows.push_back(std::move(v));
+    }
+    std::vector<SamplingParams> settings(3);
+    settings[1].temperature = 0.7f;
+    settings[1].top_p = 0.9f;
+    settings[1].seed = 3;
+    settings[2].temperature = 1.3f;
+    settings[2].repetition_penalty = 1.5f;
+    settings[2].frequency_penalty = 0.5f;
+    settings[2].seed = 4;
+    const std::vector<std::int32_t> prompt = {2, 3, 7919, 15838};
+    const std::vector<std::int32_t> generated = {2, 6};
+    const TokenHistory history{prompt, generated};
+    Sampler sampler;
+    std::vector<SampledToken> top;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        for (std::size_t s = 0; s < settings.size(); ++s) {
+            const auto processed = process_logits(rows[r], settings[s], history);
+            const auto stats = logit_stats(processed);
+            const double log_z = static_cast<double>(stats.max) + std::log(stats.sum_exp);
+            std::vector<std::int32_t> order(processed.size());
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+                return processed[static_cast<std::size_t>(a)] >
+                       processed[static_cast<std::size_t>(b)];
+            });
+            for (const std::size_t k : {1u, 5u, 20u}) {
+                const auto drawn = sampler.sample(rows[r], settings[s], history, 9);
+                sampler.most_likely(k, top);
+                const std::string label = "row " + std::to_string(r) + ", setting " +
+                                          std::to_string(s) + ", k " + std::to_string(k);
+                ASSERT_EQ(top.size(), std::min(k, processed.size())) << label;
+                for (std::size_t i = 0; i < top.size(); ++i) {
+                    EXPECT_EQ(top[i].token, order[i]) << label << ", rank " << i;
+                    const double logit = processed[static_cast<std::size_t>(order[i])];
+                    EXPECT_EQ(top[i].logprob, static_cast<float>(logit - log_z)) << label;
+                    if (top[i].token == drawn.token) EXPECT_EQ(top[i].logprob, drawn.logprob);
                 }
             }
         }
