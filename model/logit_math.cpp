@@ -132,6 +132,27 @@ bool BucketCandidates(const float* x, std::int64_t n, std::int64_t first,
     return true;
 }
 
+// See bucket_members (logit_math.hpp).
+std::int64_t BucketMembers(const std::uint16_t* bucket, std::int64_t n, std::uint16_t b,
+                           std::int32_t* out) {
+    const hn::ScalableTag<std::uint16_t> d;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    const auto want = hn::Set(d, b);
+    std::int64_t count = 0;
+    std::int64_t i = 0;
+    // A bucket holds a few dozen of 150k candidates: most vectors hold none of them.
+    for (; i + lanes <= n; i += lanes) {
+        if (hn::AllFalse(d, hn::Eq(hn::LoadU(d, bucket + i), want))) continue;
+        for (std::int64_t k = i; k < i + lanes; ++k) {
+            if (bucket[k] == b) out[count++] = static_cast<std::int32_t>(k);
+        }
+    }
+    for (; i < n; ++i) {
+        if (bucket[i] == b) out[count++] = static_cast<std::int32_t>(i);
+    }
+    return count;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace brigade::model
 HWY_AFTER_NAMESPACE();
@@ -143,6 +164,13 @@ HWY_EXPORT(MaxOfRow);
 HWY_EXPORT(SumExpShifted);
 HWY_EXPORT(BucketCandidates);
 HWY_EXPORT(BlockMaxima);
+HWY_EXPORT(BucketMembers);
+
+std::int64_t bucket_members(std::span<const std::uint16_t> bucket, std::uint16_t b,
+                            std::int32_t* out) {
+    return HWY_DYNAMIC_DISPATCH(BucketMembers)(bucket.data(),
+                                               static_cast<std::int64_t>(bucket.size()), b, out);
+}
 
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
                        std::uint16_t* bucket, double* mass, Backend* host,

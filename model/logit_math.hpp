@@ -83,4 +83,9 @@ bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
                        std::uint16_t* bucket, double* mass, Backend* host,
                        std::vector<double>& chunk_mass);
 
+// Writes the indices i with bucket[i] == b to out, in ascending order, and returns how many
+// (out has room for bucket.size()).
+std::int64_t bucket_members(std::span<const std::uint16_t> bucket, std::uint16_t b,
+                            std::int32_t* out);
+
 }  // namespace brigade::model

@@ -138,7 +138,8 @@ private:
     std::vector<double> deep_mass_;              // per logit bucket of the rest (deep draws)
     std::vector<double> deep_chunk_mass_;        // the same per chunk of the row
     std::vector<std::uint16_t> deep_bucket_;     // each candidate's bucket (by id)
-    std::vector<std::uint64_t> deep_keys_;       // one bucket's candidates, sorted
+    std::vector<std::int32_t> deep_members_;     // one bucket's candidates' ids
+    std::vector<std::uint64_t> deep_keys_;       // the same as keys, sorted
 };
 
 // Sampler::sample with a fresh Sampler (allocates; for one-off calls).

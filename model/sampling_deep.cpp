@@ -43,11 +43,13 @@ Sampler::Crossing Sampler::deep_crossing(const DeepRest& rest, double target) {
     if (target - c < kMargin || c + deep_mass_[static_cast<std::size_t>(b)] - target < kMargin) {
         return {Crossing::kUnsure};
     }
+    deep_members_.resize(deep_bucket_.size());
+    const std::int64_t n_members =
+        bucket_members(deep_bucket_, static_cast<std::uint16_t>(b), deep_members_.data());
     deep_keys_.clear();
-    for (std::size_t i = 0; i < deep_bucket_.size(); ++i) {
-        if (deep_bucket_[i] == b) {
-            deep_keys_.push_back(candidate_key(rest.x[i], static_cast<std::int32_t>(i)));
-        }
+    for (std::int64_t m = 0; m < n_members; ++m) {
+        const std::int32_t id = deep_members_[static_cast<std::size_t>(m)];
+        deep_keys_.push_back(candidate_key(rest.x[static_cast<std::size_t>(id)], id));
     }
     std::sort(deep_keys_.begin(), deep_keys_.end());
     for (const std::uint64_t key : deep_keys_) {

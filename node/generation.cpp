@@ -1,6 +1,7 @@
 #include "node/generation.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -263,40 +264,54 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits, model
     // The row as sampled: the logits themselves unless a bias or the JSON mask changes them
     // (a 150k-entry copy per token otherwise).
     std::span<const float> row = logits;
-    if (!setup_.logit_bias.empty() || json_) {
-        work_.assign(logits.begin(), logits.end());
-        row = work_;
-    }
     constexpr float kMasked = -std::numeric_limits<float>::infinity();
-    for (const auto& [id, bias] : setup_.logit_bias) {
-        if (static_cast<std::size_t>(id) < work_.size()) {
-            work_[static_cast<std::size_t>(id)] += bias;
-        }
-    }
     if (json_) {
         // Only tokens whose text keeps the output a valid JSON-object prefix; stop tokens never
-        // (generation ends by itself once the object closes).
+        // (generation ends by itself once the object closes). Copied and masked in one pass, in
+        // chunks on the host's threads; a bias added after leaves a masked (-inf) entry masked.
         constexpr std::size_t kMaxJsonMasks = 64;  // ~19 KB each at 150k tokens
         json_->state_key(json_key_);
         auto mask = json_masks_.find(json_key_);
         if (mask == json_masks_.end()) {
             if (json_masks_.size() >= kMaxJsonMasks) json_masks_.clear();
-            mask = json_masks_.emplace(json_key_, json_mask_of_state(work_.size())).first;
+            mask = json_masks_.emplace(json_key_, json_mask_of_state(logits.size())).first;
         }
         const std::vector<std::uint64_t>& allowed = mask->second;
-        bool any = false;
-        for (std::size_t id = 0; id < work_.size(); ++id) {
-            if (work_[id] == kMasked) continue;
-            if ((allowed[id / 64] >> (id % 64)) & 1u) {
-                any = true;
-            } else {
-                work_[id] = kMasked;
+        work_.resize(logits.size());
+        const auto n = static_cast<std::int64_t>(logits.size());
+        const std::int64_t chunk = model::row_chunk(n);
+        std::array<bool, model::kMaxRowChunks + 1> any_in_chunk{};
+        model::for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
+            bool any_here = false;
+            for (auto id = static_cast<std::size_t>(begin); id < static_cast<std::size_t>(end);
+                 ++id) {
+                const float l = logits[id];
+                const bool keep = l != kMasked && ((allowed[id / 64] >> (id % 64)) & 1u) != 0;
+                work_[id] = keep ? l : kMasked;
+                any_here = any_here || keep;
+            }
+            any_in_chunk[static_cast<std::size_t>(begin / chunk)] = any_here;
+        });
+        row = work_;
+        for (const auto& [id, bias] : setup_.logit_bias) {
+            if (static_cast<std::size_t>(id) < work_.size()) {
+                work_[static_cast<std::size_t>(id)] += bias;
             }
         }
+        const bool any =
+            std::any_of(any_in_chunk.begin(), any_in_chunk.end(), [](bool a) { return a; });
         if (!any) {  // nothing can continue the object: end rather than emit invalid JSON
             finished_ = true;
             out.finish = mesh::TokenFinish::kStop;
             return out;
+        }
+    } else if (!setup_.logit_bias.empty()) {
+        work_.assign(logits.begin(), logits.end());
+        row = work_;
+        for (const auto& [id, bias] : setup_.logit_bias) {
+            if (static_cast<std::size_t>(id) < work_.size()) {
+                work_[static_cast<std::size_t>(id)] += bias;
+            }
         }
     }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "tests/unit/node/node_test_support.hpp"
 
@@ -213,6 +214,43 @@ TEST(TokenSampler, ResumedJsonModeContinuesIdentically) {
     s.sampling.seed = 99;
     s.json_object = true;
     expect_resume_matches(s, "Reply in JSON:", 40, 5);
+}
+
+// One request alone is sampled with the row's passes in chunks on the stage's threads
+// (sample_batch): its tokens, logprobs, top_logprobs, JSON mask and bias must be those of one
+// thread. Rows of 40,000 logits (three chunks; ids past the demo tokenizer's vocabulary are
+// padding rows, masked in JSON mode), JSON mode on (until no token can continue the object)
+// and off.
+TEST(TokenSampler, ChunksOnTheHostThreadsGiveTheTokensOfOneThread) {
+    const auto& model = demo_frontend();
+    TokenTexts texts(model.tokenizer);
+    auto host = model::make_backend(model::BackendKind::kCpu, model::BackendOptions{3});
+    ASSERT_TRUE(host);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    for (const bool json : {true, false}) {
+        GenerationSetup s = rich_setup();
+        s.json_object = json;
+        s.n_prompt = 2;
+        s.max_new_tokens = 24;
+        s.context = 4096;
+        TokenSampler alone(1, s, model, texts), chunked(1, s, model, texts);
+        const std::int32_t prompt[] = {5, 6};
+        ASSERT_TRUE(alone.observe(0, prompt));
+        ASSERT_TRUE(chunked.observe(0, prompt));
+        std::vector<float> logits(40000);
+        for (int step = 0; step < 24; ++step) {
+            for (auto& x : logits) x = nd(rng);
+            const auto a = alone.sample(logits);
+            const auto b = chunked.sample(logits, host->get());
+            ASSERT_EQ(b, a) << (json ? "json" : "plain") << ", step " << step;
+            if (a.token >= 0) EXPECT_EQ(a.top.size(), 5u) << "step " << step;
+            if (a.finish != mesh::TokenFinish::kContinue) break;
+            const auto pos = static_cast<std::int32_t>(alone.history().size());
+            ASSERT_TRUE(alone.observe(pos, std::span(&a.token, 1)));
+            ASSERT_TRUE(chunked.observe(pos, std::span(&b.token, 1)));
+        }
+    }
 }
 
 TEST(TokenSampler, StopsAtMaxNewTokensAndStopIds) {
