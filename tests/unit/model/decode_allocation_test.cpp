@@ -1,7 +1,8 @@
 // Issue 8, "no allocation in the decode loop": once the stage's scratch, the backend's scratch,
 // the caller's StageOutput and the Sampler have grown, a decode step allocates no heap memory:
-// not for one sequence, not for a batch, not while sampling, on the CPU backend with several
-// threads, for BF16 and MLX 4-bit weights.
+// not for one sequence, not for a batch, not while sampling (its whole-row passes in chunks on
+// the pool) or listing top_logprobs, on the CPU backend with several threads, for BF16 and MLX
+// 4-bit weights.
 //
 // Allocations are counted by replacing the global operator new of this test binary (the only
 // way to see every allocation, the pool's worker threads included); the counter is global
@@ -59,6 +60,8 @@ TEST(DecodeAllocation, SteadyStateDecodeStepsAndSamplingAllocateNothing) {
         spec.dtype = "BF16";
         spec.bits = bits;
         spec.layers = 2;
+        // Three chunks of the sampler's whole-row passes, which then run on the pool.
+        spec.vocab = 40000;
         test::TempDir dir;
         test::write_tiny_model(dir.path(), spec);
         BackendOptions options;
@@ -83,6 +86,7 @@ TEST(DecodeAllocation, SteadyStateDecodeStepsAndSamplingAllocateNothing) {
         sampling.top_p = 0.9f;
         sampling.seed = 5;
         Sampler sampler;
+        std::vector<SampledToken> top;  // top_logprobs, reused
         StageOutput out;
         std::vector<SequenceBatchEntry> one(1);
         std::vector<SequenceBatchEntry> two(2);
@@ -101,8 +105,9 @@ TEST(DecodeAllocation, SteadyStateDecodeStepsAndSamplingAllocateNothing) {
             const TokenHistory history{prompt, generated};
             next = sampler
                        .sample(out.last_row(0, batch[0]), sampling, history,
-                               static_cast<std::uint64_t>(generated.size()))
+                               static_cast<std::uint64_t>(generated.size()), backend.get())
                        .token;
+            sampler.most_likely(5, top);
             generated.push_back(next);
             return true;
         };
