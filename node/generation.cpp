@@ -225,26 +225,35 @@ void TokenSampler::rebuild_json_state() {
     }
 }
 
-std::vector<std::uint64_t> TokenSampler::json_mask_of_state(std::size_t n_tokens) {
+std::vector<std::uint64_t> TokenSampler::json_mask_of_state(std::size_t n_tokens,
+                                                            model::Backend* host) {
     // Inside a string most tokens are text without quotes or backslashes, whose acceptance is
     // known per token; the rest are fed to a copy of the state (assigned, so its stack's
-    // storage is reused).
+    // storage is reused). A state not seen before took 0.5-4 ms at 150k tokens on one thread
+    // (bench/RESULTS.md, session 5), so the vocabulary is split into the row's chunks on the
+    // host's threads, each with its own copy; a chunk is a multiple of 256 tokens, so no two
+    // chunks write the same 64-bit word of the mask.
     std::vector<std::uint64_t> allowed((n_tokens + 63) / 64, 0);
     const bool in_string = json_->in_plain_string();
     const std::vector<std::string>& texts = texts_.all();
     const std::vector<bool>& plain = texts_.plain_string_texts();
     // Ids past the tokenizer's vocabulary (padding rows of the logits) have no text: masked.
-    const std::size_t n_known = std::min(n_tokens, texts.size());
-    for (std::size_t id = 0; id < n_known; ++id) {
-        bool ok = in_string && plain[id];
-        if (!ok) {
-            const std::string& t = texts[id];
-            json_probe_ = *json_;
-            ok = !t.empty() && !model_.tokenizer.is_special(static_cast<std::int32_t>(id)) &&
-                 json_probe_.feed(t);
+    const auto n_known = static_cast<std::int64_t>(std::min(n_tokens, texts.size()));
+    json_probes_.resize(static_cast<std::size_t>(model::kMaxRowChunks + 1));
+    const std::int64_t chunk = model::row_chunk(n_known);
+    model::for_each_row_chunk(host, n_known, [&](std::int64_t begin, std::int64_t end) {
+        api::JsonPrefixValidator& probe = json_probes_[static_cast<std::size_t>(begin / chunk)];
+        for (auto id = static_cast<std::size_t>(begin); id < static_cast<std::size_t>(end); ++id) {
+            bool ok = in_string && plain[id];
+            if (!ok) {
+                const std::string& t = texts[id];
+                probe = *json_;
+                ok = !t.empty() && !model_.tokenizer.is_special(static_cast<std::int32_t>(id)) &&
+                     probe.feed(t);
+            }
+            if (ok) allowed[id / 64] |= std::uint64_t{1} << (id % 64);
         }
-        if (ok) allowed[id / 64] |= std::uint64_t{1} << (id % 64);
-    }
+    });
     return allowed;
 }
 
@@ -274,7 +283,7 @@ mesh::SampledTokenInfo TokenSampler::sample(std::span<const float> logits, model
         auto mask = json_masks_.find(json_key_);
         if (mask == json_masks_.end()) {
             if (json_masks_.size() >= kMaxJsonMasks) json_masks_.clear();
-            mask = json_masks_.emplace(json_key_, json_mask_of_state(logits.size())).first;
+            mask = json_masks_.emplace(json_key_, json_mask_of_state(logits.size(), host)).first;
         }
         const std::vector<std::uint64_t>& allowed = mask->second;
         work_.resize(logits.size());

@@ -92,7 +92,8 @@ private:
     TokenTexts& texts_;
     std::vector<std::int32_t> history_;
     std::optional<api::JsonPrefixValidator> json_;
-    api::JsonPrefixValidator json_probe_;  // a candidate token tried on a copy of json_
+    // Candidate tokens tried on copies of json_, one per chunk of the vocabulary.
+    std::vector<api::JsonPrefixValidator> json_probes_;
     // JSON masks by validator state (api::JsonPrefixValidator::state_key): a bit per token id,
     // set where its text can follow that state. A JSON output revisits a few states over and
     // over (after a value in the same object, inside a key), and a mask costs ~3 ms to build.
@@ -104,7 +105,7 @@ private:
     bool finished_ = false;
 
     void rebuild_json_state();
-    std::vector<std::uint64_t> json_mask_of_state(std::size_t n_tokens);
+    std::vector<std::uint64_t> json_mask_of_state(std::size_t n_tokens, model::Backend* host);
 };
 
 // One row of a batch to sample: the request's sampler and the logits of its last position.

@@ -253,6 +253,54 @@ TEST(TokenSampler, ChunksOnTheHostThreadsGiveTheTokensOfOneThread) {
     }
 }
 
+// JSON mode on Qwen2.5's 151,643-token vocabulary (its tokenizer from ../shared/data; no
+// weights needed): the mask of a state not seen before is built in chunks of the vocabulary on
+// the host's threads, each with its own copy of the validator. Every step's token, logprob
+// (whose normalizer covers exactly the allowed tokens) and top_logprobs equal one thread's.
+TEST(TokenSampler, JsonMasksOfALargeVocabularyInChunksGiveOneThreadsTokens) {
+    const auto data = test::shared_data_dir();
+    if (data.empty()) GTEST_SKIP() << "../shared/data is absent";
+    ServeModelOptions options;
+    options.model_ref = (data / "qwen2.5").string();
+    auto model = load_model_frontend(options, *testing::quiet_logger());
+    ASSERT_TRUE(model) << model.error().message;
+    TokenTexts texts(model->tokenizer);
+    auto host = model::make_backend(model::BackendKind::kCpu, model::BackendOptions{3});
+    ASSERT_TRUE(host);
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<float> logits(static_cast<std::size_t>(model->vocab_size));
+    int steps = 0;
+    // Random logits close an object (or leave no token to continue it) within a few tokens:
+    // several requests, each until it ends.
+    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+        GenerationSetup s;
+        s.sampling.temperature = 1.0f;
+        s.sampling.seed = seed;
+        s.json_object = true;
+        s.logprobs = true;
+        s.top_logprobs = 3;
+        s.n_prompt = 2;
+        s.max_new_tokens = 40;
+        s.context = 4096;
+        TokenSampler alone(seed, s, *model, texts), chunked(seed, s, *model, texts);
+        const std::int32_t prompt[] = {5, 6};
+        ASSERT_TRUE(alone.observe(0, prompt));
+        ASSERT_TRUE(chunked.observe(0, prompt));
+        for (int step = 0; step < 40; ++step, ++steps) {
+            for (auto& x : logits) x = nd(rng);
+            const auto a = alone.sample(logits);
+            const auto b = chunked.sample(logits, host->get());
+            ASSERT_EQ(b, a) << "request " << seed << ", step " << step;
+            if (a.finish != mesh::TokenFinish::kContinue) break;
+            const auto pos = static_cast<std::int32_t>(alone.history().size());
+            ASSERT_TRUE(alone.observe(pos, std::span(&a.token, 1)));
+            ASSERT_TRUE(chunked.observe(pos, std::span(&b.token, 1)));
+        }
+    }
+    EXPECT_GE(steps, 20) << "the outputs ended before the masks were exercised";
+}
+
 TEST(TokenSampler, StopsAtMaxNewTokensAndStopIds) {
     const auto& model = demo_frontend();
     TokenTexts texts(model.tokenizer);
