@@ -97,6 +97,7 @@
 #include "bench/cpu_tuning_choice.hpp"
 #include "bench/engine_report.hpp"
 #include "bench/op_profile.hpp"
+#include "bench/read_bandwidth.hpp"
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
@@ -128,47 +129,11 @@ using brigade::bench::kQwen05;
 using brigade::bench::Shape;
 using brigade::bench::StreamingCheckpointWriter;
 
-// Read bandwidth: every thread sums its slice of a 1 GiB buffer; best of 8 passes, half of
-// them with software prefetch.
+// Read bandwidth on the CPU backend's own kind of persistent pool (an earlier version started
+// threads inside the timed region and measured ~40% low): 1 GiB, best of 8 passes.
 double measure_bandwidth_gbs(int n_threads) {
-    // The CPU backend's own persistent pool: threads already running and each slice first
-    // touched by the thread that reads it, so the timed region holds only the reads (an
-    // earlier version started threads inside it and measured ~40% low).
     brigade::model::cpu::ThreadPool pool(n_threads);
-    const std::size_t n = (1ull << 30) / sizeof(std::uint64_t);
-    std::vector<std::uint64_t> buf(n);
-    const auto tasks = static_cast<std::int64_t>(pool.size());
-    auto slice = [&](std::int64_t t) {
-        return std::pair{n * static_cast<std::size_t>(t) / static_cast<std::size_t>(tasks),
-                         n * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(tasks)};
-    };
-    pool.parallel_for(tasks, [&](std::int64_t t, int) {
-        const auto [begin, end] = slice(t);
-        for (std::size_t i = begin; i < end; ++i) buf[i] = i;
-    });
-    double best = 0.0;
-    std::vector<std::uint64_t> sums(static_cast<std::size_t>(tasks));
-    for (int pass = 0; pass < 8; ++pass) {
-        const auto t0 = Clock::now();
-        pool.parallel_for(tasks, [&](std::int64_t t, int) {
-            const auto [begin, end] = slice(t);
-            std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            // Odd passes prefetch 2 KiB ahead, as the decode kernels do (best pass wins).
-            for (std::size_t i = begin; i + 8 <= end; i += 8) {
-                if (pass % 2 == 1) __builtin_prefetch(&buf[i + 256]);
-                s0 += buf[i] + buf[i + 4];
-                s1 += buf[i + 1] + buf[i + 5];
-                s2 += buf[i + 2] + buf[i + 6];
-                s3 += buf[i + 3] + buf[i + 7];
-            }
-            sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
-        });
-        best = std::max(best,
-                        static_cast<double>(n * sizeof(std::uint64_t)) / seconds_since(t0) / 1e9);
-    }
-    std::uint64_t total = 0;
-    for (auto v : sums) total += v;
-    return total == 42 ? 0.0 : best;
+    return brigade::bench::measure_read_bandwidth_gbs(pool, std::size_t{1} << 30, 8);
 }
 
 std::vector<std::string> split_list(const std::string& s) {

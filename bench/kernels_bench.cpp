@@ -54,6 +54,7 @@
 #include "bench/cpu_tuning_choice.hpp"
 #include "bench/fast_rng.hpp"
 #include "bench/fma_peak.hpp"
+#include "bench/read_bandwidth.hpp"
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
@@ -157,50 +158,6 @@ std::vector<float> random_activations(std::size_t n, Rng& rng) {
     for (auto& x : v)
         x = static_cast<float>(static_cast<std::int64_t>(rng.next() % 2001) - 1000) * 1e-3f;
     return v;
-}
-
-// Streams `bytes` of memory on all threads; returns the best GB/s of `reps` passes.
-double measure_read_bandwidth(brigade::model::cpu::ThreadPool& pool, std::size_t bytes, int reps) {
-    const std::size_t n_words = bytes / 8;
-    std::vector<std::uint64_t> buf(n_words);
-    const auto n_tasks = static_cast<std::int64_t>(pool.size());
-    pool.parallel_for(n_tasks, [&](std::int64_t t, int) {  // first touch by the reading thread
-        const std::size_t b =
-            n_words * static_cast<std::size_t>(t) / static_cast<std::size_t>(n_tasks);
-        const std::size_t e =
-            n_words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(n_tasks);
-        for (std::size_t i = b; i < e; ++i) buf[i] = i;
-    });
-    std::vector<std::uint64_t> sums(static_cast<std::size_t>(n_tasks));
-    double best = 0;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = Clock::now();
-        pool.parallel_for(n_tasks, [&](std::int64_t t, int) {
-            const std::size_t b =
-                n_words * static_cast<std::size_t>(t) / static_cast<std::size_t>(n_tasks);
-            const std::size_t e =
-                n_words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(n_tasks);
-            std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            std::size_t i = b;
-            // Odd passes also prefetch 2 KiB ahead, as the decode kernels do: the bound is the
-            // better of the two, so a kernel cannot beat it just by prefetching.
-            const bool prefetch = r % 2 == 1;
-            for (; i + 8 <= e; i += 8) {
-                if (prefetch) __builtin_prefetch(&buf[i + 256]);
-                s0 += buf[i] + buf[i + 4];
-                s1 += buf[i + 1] + buf[i + 5];
-                s2 += buf[i + 2] + buf[i + 6];
-                s3 += buf[i + 3] + buf[i + 7];
-            }
-            for (; i < e; ++i) s0 += buf[i];
-            sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
-        });
-        best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
-    }
-    std::uint64_t total = 0;
-    for (auto s : sums) total += s;
-    if (total == 42) std::printf(" ");  // keeps the sums alive
-    return best;
 }
 
 struct Shape {
@@ -415,7 +372,8 @@ int main(int argc, char** argv) {
 
     brigade::model::cpu::ThreadPool bw_pool(n_threads);
     const std::size_t bw_bytes = (opt.quick ? 256ull : 1024ull) << 20;
-    const double bandwidth = measure_read_bandwidth(bw_pool, bw_bytes, opt.quick ? 4 : 8);
+    const double bandwidth =
+        brigade::bench::measure_read_bandwidth_gbs(bw_pool, bw_bytes, opt.quick ? 4 : 8);
     report({"memory read bandwidth", bandwidth, "GB/s", 0, ""});
     // The compute side of "compute-bound": batched decode is compared with this below.
     const double fma_peak = brigade::bench::measure_fma_peak_gflops(bw_pool, opt.quick ? 3 : 6);

@@ -27,6 +27,14 @@ std::vector<float> log_probs(const std::vector<double>& p) {
     return l;
 }
 
+// n logits drawn from a normal distribution of deviation `sigma`.
+std::vector<float> normal_row(std::mt19937& rng, std::size_t n, float sigma) {
+    std::normal_distribution<float> nd(0.0f, sigma);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+
 TEST(Sampling, GreedyIsArgmaxWithLowestIdOnTies) {
     SamplingParams p;
     const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f};
@@ -174,21 +182,19 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
         std::vector<float> logits;
     };
     std::vector<Row> rows;
-    auto normal_row = [&](std::size_t n, float sigma, float spike) {
-        std::normal_distribution<float> nd(0.0f, sigma);
-        std::vector<float> v(n);
-        for (auto& x : v) x = nd(rng);
+    auto spiked_row = [&](std::size_t n, float sigma, float spike) {
+        auto v = normal_row(rng, n, sigma);
         if (spike != 0.0f) v[n / 3] = spike;
         return v;
     };
-    rows.push_back({"peaked 50k", normal_row(50000, 2.5f, 24.0f)});
-    rows.push_back({"flat 50k", normal_row(50000, 0.5f, 0.0f)});
-    rows.push_back({"wide 20k (most beyond the sorted head)", normal_row(20000, 12.0f, 0.0f)});
+    rows.push_back({"peaked 50k", spiked_row(50000, 2.5f, 24.0f)});
+    rows.push_back({"flat 50k", spiked_row(50000, 0.5f, 0.0f)});
+    rows.push_back({"wide 20k (most beyond the sorted head)", normal_row(rng, 20000, 12.0f)});
     rows.push_back({"tiny", {0.1f, -3.0f, 2.0f, 2.0f, 0.5f, -40.0f, 1.0f}});
-    auto ties = normal_row(3000, 2.0f, 0.0f);
+    auto ties = normal_row(rng, 3000, 2.0f);
     for (auto& x : ties) x = std::round(x * 2.0f) / 2.0f;
     rows.push_back({"ties", ties});
-    auto masked = normal_row(5000, 3.0f, 0.0f);
+    auto masked = normal_row(rng, 5000, 3.0f);
     for (std::size_t i = 0; i < masked.size(); i += 3) {
         masked[i] = -std::numeric_limits<float>::infinity();
     }
@@ -196,7 +202,7 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
     // Rows long enough for Sampler's block selection of the first candidates: 200 ties at the
     // top spread over many blocks (the first 64 are the lowest ids), and a row masked but for
     // 30 entries (the first candidates include -inf ones).
-    auto top_ties = normal_row(30000, 1.0f, 0.0f);
+    auto top_ties = normal_row(rng, 30000, 1.0f);
     for (std::size_t i = 0; i < 200; ++i) top_ties[(i * 7919) % top_ties.size()] = 6.0f;
     rows.push_back({"200 ties at the top", top_ties});
     std::vector<float> mostly_masked(20000, -std::numeric_limits<float>::infinity());
@@ -204,7 +210,7 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
     rows.push_back({"masked but for 30", mostly_masked});
     // 63 equal tops, each in its own block, and the 64th candidate alone in another block just
     // below them: its block's maximum is the bound the selection of the first 64 rests on.
-    auto edge = normal_row(30000, 1.0f, 0.0f);
+    auto edge = normal_row(rng, 30000, 1.0f);
     for (std::size_t i = 0; i < 63; ++i) edge[i * 401 + 17] = 10.0f;
     edge[29000] = 9.99f;
     rows.push_back({"the first block's last candidate", edge});
@@ -260,10 +266,8 @@ TEST(Sampling, SamplerPicksTheReferenceTokenWithoutSortingEverything) {
 // target this machine runs: a flat row and settings whose draws go past the sorted prefix.
 TEST(Sampling, EveryHighwayTargetPicksTheReferenceToken) {
     std::mt19937 rng(23);
-    std::normal_distribution<float> nd(0.0f, 0.5f);
-    std::vector<float> flat(30011);  // odd: the vector loops end in a scalar tail
-    for (auto& x : flat) x = nd(rng);
-    flat[77] = flat[78];  // a tie across the sorted prefix's edge is possible
+    auto flat = normal_row(rng, 30011, 0.5f);  // odd: the vector loops end in a scalar tail
+    flat[77] = flat[78];                       // a tie across the sorted prefix's edge is possible
     std::vector<SamplingParams> settings(3);
     settings[0].temperature = 1.0f;
     settings[1].temperature = 0.7f;
@@ -297,9 +301,7 @@ TEST(Sampling, ChunksOnThePoolGiveTheFloatsOfOneThread) {
     std::mt19937 rng(31);
     std::vector<std::vector<float>> rows;
     for (const std::size_t n : {7u, 16384u, 50001u, 151936u}) {
-        std::normal_distribution<float> nd(0.0f, n % 2 == 0 ? 2.5f : 0.5f);
-        std::vector<float> v(n);
-        for (auto& x : v) x = nd(rng);
+        auto v = normal_row(rng, n, n % 2 == 0 ? 2.5f : 0.5f);
         v[n / 2] = 40.0f;
         v[n - 1] = v[n / 2];  // a tie for the maximum in the last chunk
         rows.push_back(std::move(v));
@@ -359,9 +361,7 @@ TEST(Sampling, MostLikelyAreTheSortedHeadOfTheProcessedRow) {
     std::vector<std::vector<float>> rows;
     rows.push_back({0.1f, -3.0f, 2.0f, 2.0f, 0.5f, -40.0f, 1.0f});
     for (const std::size_t n : {30000u, 151936u}) {
-        std::normal_distribution<float> nd(0.0f, 2.5f);
-        std::vector<float> v(n);
-        for (auto& x : v) x = nd(rng);
+        auto v = normal_row(rng, n, 2.5f);
         rows.push_back(v);
         for (std::size_t i = 0; i < 200; ++i) v[(i * 7919) % n] = 9.0f;
         for (std::size_t i = 0; i < n; i += 5) v[i] = -std::numeric_limits<float>::infinity();
@@ -410,21 +410,35 @@ TEST(Sampling, MostLikelyAreTheSortedHeadOfTheProcessedRow) {
 
 // A corrupt checkpoint can yield NaN logits: whatever is picked must still be a token id of
 // the vocabulary (a later stage or the detokenizer indexes by it).
+// (Also with the passes in chunks on a pool, and the top_logprobs of such a row.)
 TEST(Sampling, NanLogitsStillGiveATokenInTheVocabulary) {
     std::vector<float> mixed(1000, std::numeric_limits<float>::quiet_NaN());
     for (std::size_t i = 0; i < mixed.size(); i += 7) mixed[i] = static_cast<float>(i % 13);
     const std::vector<float> row = mixed;
     const std::vector<float> all_nan(300, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> long_nan(40000, 1.0f);  // three chunks, a NaN in the last
+    long_nan[39000] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> long_row = long_nan;
+    cpu::CpuBackend pool(BackendOptions{3}, cpu::CpuTuning{});
     Sampler sampler;
-    for (const auto* r : {&row, &all_nan}) {
-        for (float t : {0.0f, 1.0f}) {
-            SamplingParams p;
-            p.temperature = t;
-            p.top_p = t > 0.0f ? 0.9f : 1.0f;
-            for (std::uint64_t step = 0; step < 5; ++step) {
-                const auto got = sampler.sample(*r, p, {}, step);
-                EXPECT_GE(got.token, 0);
-                EXPECT_LT(got.token, static_cast<std::int32_t>(r->size()));
+    std::vector<SampledToken> top;
+    for (const auto* r : {&row, &all_nan, &long_row}) {
+        for (Backend* host : {static_cast<Backend*>(nullptr), static_cast<Backend*>(&pool)}) {
+            for (float t : {0.0f, 1.0f}) {
+                SamplingParams p;
+                p.temperature = t;
+                p.top_p = t > 0.0f ? 0.9f : 1.0f;
+                for (std::uint64_t step = 0; step < 5; ++step) {
+                    const auto got = sampler.sample(*r, p, {}, step, host);
+                    EXPECT_GE(got.token, 0);
+                    EXPECT_LT(got.token, static_cast<std::int32_t>(r->size()));
+                    sampler.most_likely(3, top);
+                    ASSERT_EQ(top.size(), 3u);
+                    for (const auto& e : top) {
+                        EXPECT_GE(e.token, 0);
+                        EXPECT_LT(e.token, static_cast<std::int32_t>(r->size()));
+                    }
+                }
             }
         }
     }
