@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/cpu/aligned_vector.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/cpu/thread_pool.hpp"
 
@@ -248,18 +249,18 @@ private:
     };
     // Buffers of one prepared input.
     struct DecodeScratch {
-        std::vector<std::int16_t> xq;               // int16 activations
-        std::vector<float> xq_step, xq_sum;         // [n, n_groups] their steps and group sums
-        std::vector<float> xg, xg_sum;              // grouped-kernel activations and group sums
-        std::vector<std::int8_t> x8;                // int8 activations (opt-in)
-        std::vector<float> x8_step, x8_sum;         // [n, n_groups] their steps and f32 group sums
-        std::vector<std::int32_t> x8_qsum;          // [n, n_groups] Σ xq per group
-        std::vector<float> xt;                      // batched decode: x transposed
-        std::vector<std::int8_t> digits;            // split-int8 activations
-        std::vector<float> digit_unit, digit_sum;   // [n, n_groups] their units and group sums
-        std::vector<std::int8_t> amx_tiles;         // AMX: the digits as B tiles
-        std::vector<float> amx_unit, amx_sum;       // [token blocks, n_groups, 16]
-        std::vector<std::uint16_t> amx_bf16_tiles;  // AMX-BF16: the activations' terms
+        AlignedVector<std::int16_t> xq;              // int16 activations
+        AlignedVector<float> xq_step, xq_sum;        // [n, n_groups] their steps and group sums
+        AlignedVector<float> xg, xg_sum;             // grouped-kernel activations and group sums
+        AlignedVector<std::int8_t> x8;               // int8 activations (opt-in)
+        AlignedVector<float> x8_step, x8_sum;        // [n, n_groups] their steps and f32 group sums
+        AlignedVector<std::int32_t> x8_qsum;         // [n, n_groups] Σ xq per group
+        AlignedVector<float> xt;                     // batched decode: x transposed
+        AlignedVector<std::int8_t> digits;           // split-int8 activations
+        AlignedVector<float> digit_unit, digit_sum;  // [n, n_groups] their units and group sums
+        AlignedVector<std::int8_t> amx_tiles;        // AMX: the digits as B tiles
+        AlignedVector<float> amx_unit, amx_sum;      // [token blocks, n_groups, 16]
+        AlignedVector<std::uint16_t> amx_bf16_tiles;  // AMX-BF16: the activations' terms
     };
     // A matrix of a fused decode op: rows [0, w.rows) into y, then the epilogue on each task's
     // rows. `paired` (gated MLP): the up matrix, same rows, into y2; then
@@ -331,8 +332,8 @@ private:
 
     CpuTuning tuning_;
     ThreadPool pool_;
-    std::vector<std::vector<float>> scratch_;  // [thread] kernel scratch
-    std::vector<float> attention_partials_;    // split-K attention (m, l, acc) per tile row
+    std::vector<AlignedVector<float>> scratch_;  // [thread] kernel scratch
+    std::vector<float> attention_partials_;      // split-K attention (m, l, acc) per tile row
     // How one sequence's attention is cut into tiles (query block x KV heads x key split).
     struct AttentionPlan {
         const AttentionArgs* args = nullptr;
