@@ -287,8 +287,11 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         return in;
     }
     // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles
-    // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens.
-    if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= 4) {
+    // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens; on AVX-512,
+    // batches up to grouped_tiles_max_tokens take the grouped kernels' token tiles instead.
+    const std::int64_t grouped_max =
+        grouped_token_tiles_available() ? tuning_.grouped_tiles_max_tokens : 4;
+    if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= grouped_max) {
         if (w.bits == 4 && s.xg.size() < static_cast<std::size_t>(n * w.cols)) {
             s.xg.resize(static_cast<std::size_t>(n * w.cols));
         }

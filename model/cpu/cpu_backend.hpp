@@ -105,6 +105,15 @@ struct CpuTuning {
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
+    // With it, on AVX-512 where AMX does not take the batch (Zen 4, Ice Lake; AMX takes 4- and
+    // 8-bit batches from 3 tokens), batches of 5 up to this many tokens go through the grouped
+    // kernels' tiles of 2 rows x 8 tokens (matmul_grouped.cpp) instead of rows dequantized to
+    // f32 for matmul.cpp's dot tiles. Paired steps, B = the dot tiles (--ab
+    // grouped-tiles-max-tokens=4), B / A: a 2-vCPU Zen 4, 4- and 8-bit Qwen2.5-0.5B and
+    // Llama-3.2-1B, x5 0.58-0.62, x8 0.69-0.81, x16 0.93-1.00; the lent 16-vCPU Xeon held to
+    // AVX-512 (run 102) x5 0.61-0.83, x8 0.81-1.01, x16 1.07-1.23 (decoding every code once per
+    // 8 tokens costs more than the dot tiles' once per row there). Hence up to 8.
+    std::int64_t grouped_tiles_max_tokens = 8;
     // Software prefetch distance (bytes ahead in the weight stream) of the decode kernels
     // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench,
     // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%. The

@@ -15,7 +15,8 @@
 // from the reference only by summation order (tests/unit/cpu hold it to the same tolerance as
 // the other f32 kernels).
 //
-// It serves 1-4 tokens; larger batches decode each row to f32 once and use matmul.cpp's tiles.
+// It serves 1-4 tokens, and on AVX-512 batches of 5-8 too (token tiles, below); larger
+// batches decode each row to f32 once and use matmul.cpp's tiles.
 
 #include <algorithm>
 #include <cstring>
@@ -309,7 +310,7 @@ HWY_INLINE void dot_q4_lookup(const std::uint8_t* codes, const GroupedRows& m, s
     const std::int64_t n_groups = m.n_groups;
     const float* x = xa.x + t0 * cols;
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512 a[4], b[4];
+    __m512 a[T], b[T];
     for (int t = 0; t < T; ++t) a[t] = b[t] = _mm512_setzero_ps();
     HWY_ALIGN float scale[kGroupChunk];
     HWY_ALIGN float bias[kGroupChunk];
@@ -433,9 +434,142 @@ void gemv_rows_q4_lookup(const WeightMatrix& w, const GroupedActivations& xa, st
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// ---- Batches of 5 and more tokens (AVX-512) ----
+// The kernels above take one row at a time and up to 4 tokens, so a larger batch either ran
+// them again per 4 tokens, decoding every code again and reloading every activation per row, or
+// (before session 25) decoded each row to f32 in memory for matmul.cpp's dot tiles: on a Zen 4
+// core 5 sequences then decoded slower than 4 (bench/RESULTS.md, session 25). Here 2 rows and
+// up to 8 tokens go together: each code is decoded in registers once per 8 tokens (4-bit through
+// the group's lookup table, 8-bit converted and scaled), each activation vector loaded feeds
+// both rows, and each (row, token) pair is one FMA chain: 16 accumulators, 16 chains deep
+// enough for the FMA latency. Numbers as `dequantize_row`'s w times x, summed in a different
+// order (each pair's chain runs over the columns in order, so every split of the rows gives
+// the same bits).
+
+constexpr int kTileTokens = 8;
+constexpr int kTileRows = 2;
+
+// out[i * kTileTokens + t] = dot(row r0 + i, x[t0 + t]) for R rows and T tokens.
+template <int BITS, int R, int T>
+HWY_INLINE void dot_token_tile(const std::uint8_t* base, const GroupedRows& m, std::int64_t r0,
+                               const GroupedActivations& xa, std::int64_t t0, float* out) {
+    const std::int64_t group = m.w.group_size;
+    const std::int64_t n_groups = m.n_groups;
+    const std::int64_t cols = m.w.cols;
+    const std::int64_t row_bytes = m.w.row_bytes();
+    const float* x = xa.x + t0 * cols;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 a[R][T];
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) a[i][t] = _mm512_setzero_ps();
+    }
+    const std::uint8_t* codes[R];
+    for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
+    HWY_ALIGN float scale[R][kGroupChunk];
+    HWY_ALIGN float bias[R][kGroupChunk];
+    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
+        const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
+        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
+        for (std::int64_t g = 0; g < count; ++g) {
+            const std::int64_t c_begin = (g0 + g) * group;
+            // 4-bit: the group's scale*q + bias for q = 0..15; 8-bit: scale and bias.
+            __m512 table[R], s[R], b[R];
+            for (int i = 0; i < R; ++i) {
+                if (m.prefetch_bytes > 0) {
+                    hwy::Prefetch(codes[i] + c_begin * BITS / 8 + m.prefetch_bytes);
+                }
+                s[i] = _mm512_set1_ps(scale[i][g]);
+                b[i] = _mm512_set1_ps(bias[i][g]);
+                if constexpr (BITS == 4) table[i] = _mm512_fmadd_ps(iota, s[i], b[i]);
+            }
+            for (std::int64_t c = c_begin; c < c_begin + group; c += 32) {
+                // Weights of columns [c, c + 16) and [c + 16, c + 32) as x holds them (4-bit:
+                // even elements, then odd ones; 8-bit: in order).
+                __m512 lo[R], hi[R];
+                for (int i = 0; i < R; ++i) {
+                    if constexpr (BITS == 4) {
+                        const __m512i v = _mm512_cvtepu8_epi32(
+                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[i] + c / 2)));
+                        lo[i] = _mm512_permutexvar_ps(v, table[i]);
+                        hi[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table[i]);
+                    } else {
+                        const auto* p = reinterpret_cast<const __m128i*>(codes[i] + c);
+                        lo[i] = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(p))), s[i],
+                            b[i]);
+                        hi[i] = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(p + 1))), s[i],
+                            b[i]);
+                    }
+                }
+                for (int t = 0; t < T; ++t) {
+                    const __m512 xl = _mm512_loadu_ps(x + t * cols + c);
+                    for (int i = 0; i < R; ++i) a[i][t] = _mm512_fmadd_ps(lo[i], xl, a[i][t]);
+                }
+                for (int t = 0; t < T; ++t) {
+                    const __m512 xh = _mm512_loadu_ps(x + t * cols + c + 16);
+                    for (int i = 0; i < R; ++i) a[i][t] = _mm512_fmadd_ps(hi[i], xh, a[i][t]);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) out[i * kTileTokens + t] = _mm512_reduce_add_ps(a[i][t]);
+    }
+}
+
+// Rows [row_begin, row_end) of n >= 5 tokens in tiles of kTileRows rows x kTileTokens tokens,
+// 16 rows at a time so that one block of tokens' activations stays in L1 across them. Returns
+// the first row not done (at most one is left). Kept out of line: inlined into the one-row
+// loops, its instantiations slowed those on two SMT threads (a Zen 4 VM, 4 sequences 50 -> 38
+// tok/s; a larger loop body).
+template <int BITS>
+HWY_NOINLINE std::int64_t grouped_token_tiles(const GroupedRows& m, const GroupedActivations& xa,
+                                              std::int64_t n, std::int64_t row_begin,
+                                              std::int64_t row_end, const WeightVector* bias,
+                                              float* y, std::int64_t ldy) {
+    constexpr std::int64_t kRowSpan = 16;
+    const bool has_bias = bias != nullptr && bias->valid();
+    const auto* base = static_cast<const std::uint8_t*>(m.w.data);
+    float out[kTileRows * kTileTokens];
+    std::int64_t r = row_begin;
+    while (r + kTileRows <= row_end) {
+        const std::int64_t span = std::min(kRowSpan, (row_end - r) / kTileRows * kTileRows);
+        for (std::int64_t t = 0; t < n; t += kTileTokens) {
+            const std::int64_t count = std::min<std::int64_t>(kTileTokens, n - t);
+            for (std::int64_t rr = r; rr < r + span; rr += kTileRows) {
+                with_constant(count, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{},
+                              [&](auto tokens) BRIGADE_INLINE_LAMBDA {
+                                  dot_token_tile<BITS, kTileRows, decltype(tokens)::value>(
+                                      base, m, rr, xa, t, out);
+                              });
+                for (int i = 0; i < kTileRows; ++i) {
+                    const float b = has_bias ? load_any(bias->dtype, bias->data, rr + i) : 0.0f;
+                    for (std::int64_t k = 0; k < count; ++k) {
+                        y[(t + k) * ldy + rr + i] = out[i * kTileTokens + k] + b;
+                    }
+                }
+            }
+        }
+        r += span;
+    }
+    return r;
+}
+#endif
+
 void GemvRowsGrouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                      float* y, std::int64_t ldy) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    if (n > 4) {
+        const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes,
+                            w.rows * (w.cols / w.group_size), xa.next_tile_prefetch_row_bytes};
+        row_begin = w.bits == 4
+                        ? grouped_token_tiles<4>(m, xa, n, row_begin, row_end, bias, y, ldy)
+                        : grouped_token_tiles<8>(m, xa, n, row_begin, row_end, bias, y, ldy);
+    }
+#endif
     if (w.bits == 4) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
         // 16 lanes: a chunk of 32 codes is 16 bytes, and x is in the same nibble order.
@@ -445,6 +579,14 @@ void GemvRowsGrouped(const WeightMatrix& w, const GroupedActivations& xa, std::i
     } else {
         gemv_rows_grouped<8>(w, xa, n, row_begin, row_end, bias, y, ldy);
     }
+}
+
+bool HasGroupedTokenTiles() {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    return true;
+#else
+    return false;
+#endif
 }
 
 void PrepareGroupedActivations(const WeightMatrix& w, const float* x, std::int64_t begin,
@@ -484,6 +626,9 @@ namespace brigade::model::cpu {
 
 HWY_EXPORT(GemvRowsGrouped);
 HWY_EXPORT(PrepareGroupedActivations);
+HWY_EXPORT(HasGroupedTokenTiles);
+
+bool grouped_token_tiles_available() { return HWY_DYNAMIC_DISPATCH(HasGroupedTokenTiles)(); }
 
 bool grouped_kernel_supports(const WeightMatrix& w) {
     return w.quantized() && (w.bits == 4 || w.bits == 8) && w.group_size % 32 == 0;

@@ -150,6 +150,65 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
+// Batches of 5-8 tokens (here up to 16) on 4- and 8-bit weights take the grouped kernels' token
+// tiles on AVX-512 (2 rows x up to 8 tokens; matmul_grouped.cpp): token blocks of 1 to 8
+// (5 = 5, 9 = 8 + 1, 16 = 8 + 8), rows left over by the 2-row tiles and by the 16-row spans,
+// each group size, bias; every (row, token) output is one chain over the columns, so every
+// split of the rows over 1-7 threads gives the same bits, close to the reference.
+TEST(CpuMatmul, GroupedTokenTilesGiveTheSameBitsForEveryRowSplit) {
+    if (!grouped_token_tiles_available()) {
+        GTEST_SKIP() << "the grouped token tiles are AVX-512 kernels; this CPU runs another target";
+    }
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    tuning.split_int8_activations = false;
+    tuning.amx = false;
+    tuning.grouped_tiles_max_tokens = 16;  // two token blocks too (the default stops at 8)
+    auto ref = reference();
+    std::vector<Case> cases;
+    for (int bits : {4, 8}) {
+        for (int group : {32, 64, 128}) {
+            const std::int64_t cols = group == 32 ? 352 : 640;
+            cases.push_back(
+                {std::string("q").append(std::to_string(bits)) + " g" + std::to_string(group),
+                 test::make_quant_weight(bits, group, DType::kBF16, 37, cols,
+                                         static_cast<std::uint32_t>(bits + group), 1)});
+        }
+    }
+    const auto bias = test::random_floats(37, 5);
+    const WeightVector b{DType::kF32, 37, bias.data()};
+    for (const auto& c : cases) {
+        for (std::int64_t n : {5, 7, 8, 9, 13, 16}) {
+            const auto rows = c.w.view.rows;
+            const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols),
+                                               static_cast<std::uint32_t>(n + 3));
+            std::vector<float> expect(static_cast<std::size_t>(n * rows));
+            ref->matmul(c.w.view, x.data(), n, expect.data());
+            for (std::int64_t t = 0; t < n; ++t) {
+                for (std::int64_t r = 0; r < rows; ++r) {
+                    expect[static_cast<std::size_t>(t * rows + r)] +=
+                        bias[static_cast<std::size_t>(r)];
+                }
+            }
+            std::vector<float> first;
+            for (int threads : {1, 2, 3, 7}) {
+                CpuBackend cpu(BackendOptions{threads}, tuning);
+                std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+                cpu.matmul(c.w.view, x.data(), n, y.data(), &b);
+                const std::string what =
+                    c.what + " n=" + std::to_string(n) + " threads=" + std::to_string(threads);
+                expect_close_matmul(c.w, x, n, y, expect, what);
+                if (first.empty()) {
+                    first = y;
+                } else {
+                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
+                        << what;
+                }
+            }
+        }
+    }
+}
+
 // The plain fused kernel on every width, 4 and 8 bits included.
 // Batched decode (register tiles of rows x 4 tokens over rows decoded to f32) on rows wider
 // than the small cases above, with a scalar column tail, and with more tokens than the default
@@ -205,6 +264,7 @@ TEST(CpuMatmul, BatchedDecodeGivesTheSameBitsForEveryRowSplit) {
     auto ref = reference();
     CpuTuning dot_tiles = tuning;
     dot_tiles.batched_min_tokens = 1000;
+    dot_tiles.grouped_tiles_max_tokens = 4;  // quantized batches too, on AVX-512
     CpuBackend dot_cpu(BackendOptions{2}, dot_tiles);
     for (const auto& c : cases) {
         for (std::int64_t n : {5, 8, 13, 31}) {
@@ -634,8 +694,10 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     one_row.grouped_multi_row = false;
     CpuTuning token_vectors = grouped;  // batches with the tokens along the vector
     token_vectors.batched_min_tokens = 5;
+    token_vectors.grouped_tiles_max_tokens = 4;
     CpuTuning dot_tiles = grouped;  // batches with the columns along the vector
     dot_tiles.batched_min_tokens = 1000;
+    dot_tiles.grouped_tiles_max_tokens = 4;
     for (std::int64_t target : targets) {
         for (const auto& [tuning_name, tuning] :
              {std::pair{"int16", CpuTuning{}}, std::pair{"grouped", grouped},
@@ -658,7 +720,7 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
                                  test::make_quant_weight(4, group, DType::kF16, 9, 384, group, 1)});
             }
             for (const auto& c : cases) {
-                for (std::int64_t n : {1, 3, 6, 20, 31}) {
+                for (std::int64_t n : {1, 3, 6, 13, 20, 31}) {
                     const auto x =
                         test::random_floats(static_cast<std::size_t>(n * c.w.view.cols), 9);
                     std::vector<float> y(static_cast<std::size_t>(n * 9)), expect(y.size());

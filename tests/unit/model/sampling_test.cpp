@@ -401,7 +401,9 @@ TEST(Sampling, MostLikelyAreTheSortedHeadOfTheProcessedRow) {
                     EXPECT_EQ(top[i].token, order[i]) << label << ", rank " << i;
                     const double logit = processed[static_cast<std::size_t>(order[i])];
                     EXPECT_EQ(top[i].logprob, static_cast<float>(logit - log_z)) << label;
-                    if (top[i].token == drawn.token) EXPECT_EQ(top[i].logprob, drawn.logprob);
+                    if (top[i].token == drawn.token) {
+                        EXPECT_EQ(top[i].logprob, drawn.logprob);
+                    }
                 }
             }
         }
