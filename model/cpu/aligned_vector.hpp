@@ -27,8 +27,9 @@ struct AlignedAllocator {
         return static_cast<T*>(
             ::operator new (n * sizeof(T), std::align_val_t{kActivationAlignment}));
     }
-    void deallocate(T* p, std::size_t n) noexcept {
-        ::operator delete (p, n * sizeof(T), std::align_val_t{kActivationAlignment});
+    // The unsized form: clang (before 19) does not declare sized deallocation by default.
+    void deallocate(T* p, std::size_t) noexcept {
+        ::operator delete (p, std::align_val_t{kActivationAlignment});
     }
     template <class U>
     bool operator==(const AlignedAllocator<U>&) const noexcept {
