@@ -43,7 +43,7 @@ const AbKnob kAbKnobs[] = {
     {"split-int8-pair", &Tuning::split_int8_pair},
     {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
     {"q4-lookup", &Tuning::q4_lookup},
-    {"grouped-tiles-max-tokens", nullptr, &Tuning::grouped_tiles_max_tokens, 1},
+    {"grouped-max-tokens", nullptr, &Tuning::grouped_max_tokens, 1},
     {"multi-row", &Tuning::grouped_multi_row},
 };
 

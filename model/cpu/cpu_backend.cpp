@@ -21,7 +21,7 @@ constexpr std::int64_t kMinParallelElements = 1 << 15;
 
 }  // namespace
 
-std::int64_t default_next_tile_prefetch_row_bytes() {
+bool cpu_vendor_is_amd() {
 #if BRIGADE_INT8_X86
     // CPUID leaf 0 names the vendor in EBX, EDX, ECX; read once (in a VM CPUID traps).
     static const bool amd = [] {
@@ -32,10 +32,16 @@ std::int64_t default_next_tile_prefetch_row_bytes() {
         std::memcpy(vendor + 8, &r.ecx, 4);
         return std::strcmp(vendor, "AuthenticAMD") == 0;
     }();
-    return amd ? 2048 : 0;
+    return amd;
 #else
-    return 0;
+    return false;
 #endif
+}
+
+std::int64_t default_next_tile_prefetch_row_bytes() { return cpu_vendor_is_amd() ? 2048 : 0; }
+
+std::int64_t default_grouped_max_tokens() {
+    return cpu_vendor_is_amd() && grouped_token_tiles_available() ? 16 : 8;
 }
 
 CpuBackend::CpuBackend(const BackendOptions& options, const CpuTuning& tuning)
@@ -286,11 +292,10 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                 tuning_.prefetch_bytes, tuning_.amx_prefetch_next_block};
         return in;
     }
-    // Batches of more than 4 tokens decode each row to f32 once and run the f32 tiles
-    // (gemv_rows), which beats re-running the grouped kernel per tile of 4 tokens; on AVX-512,
-    // batches up to grouped_tiles_max_tokens take the grouped kernels' token tiles instead.
+    // Larger batches decode each row to f32 once and run the f32 tiles (gemv_rows); see
+    // CpuTuning::grouped_max_tokens for where that starts.
     const std::int64_t grouped_max =
-        grouped_token_tiles_available() ? tuning_.grouped_tiles_max_tokens : 4;
+        tuning_.grouped_max_tokens > 0 ? tuning_.grouped_max_tokens : default_grouped_max_tokens();
     if (tuning_.grouped_quant && grouped_kernel_supports(w) && n <= grouped_max) {
         if (w.bits == 4 && s.xg.size() < static_cast<std::size_t>(n * w.cols)) {
             s.xg.resize(static_cast<std::size_t>(n * w.cols));

@@ -14,8 +14,13 @@
 
 namespace brigade::model::cpu {
 
+// Whether CPUID names AMD (false off x86).
+bool cpu_vendor_is_amd();
 // CpuTuning::next_tile_prefetch_row_bytes for this CPU: 2048 on AMD x86 CPUs, 0 elsewhere.
 std::int64_t default_next_tile_prefetch_row_bytes();
+// CpuTuning::grouped_max_tokens 0 stands for this: 16 on AMD CPUs whose kernels run AVX-512
+// (grouped_token_tiles_available, which `--isa` holds back), else 8.
+std::int64_t default_grouped_max_tokens();
 
 // Knobs that tests and benchmarks turn; the defaults are what `make_backend` uses.
 struct CpuTuning {
@@ -105,15 +110,22 @@ struct CpuTuning {
     // Otherwise, 4- and 8-bit weights at decode use the per-group factored f32 kernel
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
-    // With it, on AVX-512 where AMX does not take the batch (Zen 4, Ice Lake; AMX takes 4- and
-    // 8-bit batches from 3 tokens), batches of 5 up to this many tokens go through the grouped
-    // kernels' tiles of 2 rows x 8 tokens (matmul_grouped.cpp) instead of rows dequantized to
-    // f32 for matmul.cpp's dot tiles. Paired steps, B = the dot tiles (--ab
-    // grouped-tiles-max-tokens=4), B / A: a 2-vCPU Zen 4, 4- and 8-bit Qwen2.5-0.5B and
-    // Llama-3.2-1B, x5 0.58-0.62, x8 0.69-0.81, x16 0.93-1.00; the lent 16-vCPU Xeon held to
-    // AVX-512 (run 102) x5 0.61-0.83, x8 0.81-1.01, x16 1.07-1.23 (decoding every code once per
-    // 8 tokens costs more than the dot tiles' once per row there). Hence up to 8.
-    std::int64_t grouped_tiles_max_tokens = 8;
+    // With it, decodes of up to this many tokens (where AMX does not take them) go through the
+    // grouped kernels: one row and up to 4 tokens at a time, and on AVX-512 batches of 5 and
+    // more in tiles of 2 rows x 8 tokens (matmul_grouped.cpp), each code decoded in registers
+    // once per pass; larger batches dequantize each row to f32 for matmul.cpp's dot tiles (or
+    // its token vectors). Before session 25 that limit was 4, and 5 sequences decoded slower
+    // than 4. Paired steps, B = the limit at 4 (`--ab grouped-max-tokens=4`), B / A:
+    //  - a 2-vCPU Zen 4: x5 0.58-0.62, x8 0.69-0.81 (AVX-512); x5 0.64-0.76, x8 0.76-0.95 with
+    //    the kernels held to AVX2;
+    //  - the lent 16-vCPU Xeon held to AVX-512 (run 102): x5 0.61-0.83, x8 0.81-1.01; held to
+    //    AVX2 (run 104): x5 0.74-0.96, x8 0.86-1.04.
+    // Beyond 8 the tiles pass over the codes once per 8 tokens, the dot tiles once per row:
+    // on the Xeon (AVX-512, tiles up to 16 against 8, run 104) x12 0.88-0.98 and x16 0.81-0.90
+    // for the tiles, on Zen 4 the tiles ahead (x9 1.14-1.28, x12 1.07-1.21); one row at a time
+    // (AVX2) lost from 12 tokens on (x16 0.66-0.74). 0: 16 on AMD CPUs whose kernels run AVX-512,
+    // else 8.
+    std::int64_t grouped_max_tokens = 0;
     // Software prefetch distance (bytes ahead in the weight stream) of the decode kernels
     // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench,
     // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%. The

@@ -89,15 +89,16 @@ struct GroupedActivations {
 };
 // Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
 bool grouped_kernel_supports(const WeightMatrix& w);
-// Whether `gemv_rows_grouped` takes batches of 5 and more tokens, in tiles of 2 rows x 8 tokens
-// (the kernels dispatched here are AVX-512's); it serves at most 4 otherwise.
+// Whether `gemv_rows_grouped` takes batches of 5 and more tokens in tiles of 2 rows x 8 tokens
+// (the kernels dispatched here are AVX-512's); elsewhere it takes them one row and 4 tokens at
+// a time.
 bool grouped_token_tiles_available();
 // Fills group_sum (and, for 4-bit, xp) for groups [begin, end) of x[n, w.cols] (group i =
 // token i / n_groups, group i % n_groups).
 void prepare_grouped_activations(const WeightMatrix& w, const float* x, std::int64_t begin,
                                  std::int64_t end, float* xp, float* group_sum);
-// As `gemv_rows` for a w that `grouped_kernel_supports`: any n, built for n <= 4 tokens and,
-// where grouped_token_tiles_available, for batches of 5 and more in its token tiles.
+// As `gemv_rows` for a w that `grouped_kernel_supports`, any n (CpuTuning::grouped_max_tokens
+// says up to where it beats gemv_rows).
 void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                        float* y, std::int64_t ldy);

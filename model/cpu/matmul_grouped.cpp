@@ -15,8 +15,9 @@
 // from the reference only by summation order (tests/unit/cpu hold it to the same tolerance as
 // the other f32 kernels).
 //
-// It serves 1-4 tokens, and on AVX-512 batches of 5-8 too (token tiles, below); larger
-// batches decode each row to f32 once and use matmul.cpp's tiles.
+// It serves batches up to CpuTuning::grouped_max_tokens (8, or 16 on AMD with AVX-512): one
+// row and up to 4 tokens at a time, and on AVX-512 batches of 5 and more in token tiles
+// (below); larger batches decode each row to f32 once and use matmul.cpp's tiles.
 
 #include <algorithm>
 #include <cstring>

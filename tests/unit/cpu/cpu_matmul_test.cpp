@@ -150,20 +150,18 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
-// Batches of 5-8 tokens (here up to 16) on 4- and 8-bit weights take the grouped kernels' token
-// tiles on AVX-512 (2 rows x up to 8 tokens; matmul_grouped.cpp): token blocks of 1 to 8
-// (5 = 5, 9 = 8 + 1, 16 = 8 + 8), rows left over by the 2-row tiles and by the 16-row spans,
-// each group size, bias; every (row, token) output is one chain over the columns, so every
-// split of the rows over 1-7 threads gives the same bits, close to the reference.
-TEST(CpuMatmul, GroupedTokenTilesGiveTheSameBitsForEveryRowSplit) {
-    if (!grouped_token_tiles_available()) {
-        GTEST_SKIP() << "the grouped token tiles are AVX-512 kernels; this CPU runs another target";
-    }
+// Batches of 5-16 tokens on 4- and 8-bit weights through the grouped kernels (forced up to 16
+// here): on AVX-512 their token tiles (2 rows x up to 8 tokens) with token blocks of 1 to 8
+// (5, 9 = 8 + 1, 16 = 8 + 8) and rows left over by the 2-row tiles and the 16-row spans,
+// elsewhere one row and 4 tokens at a time; each group size, bias. Every (row, token) output
+// is one chain over the columns, so every split of the rows over 1-7 threads gives the same
+// bits, close to the reference.
+TEST(CpuMatmul, GroupedKernelsTakeBatchesWithTheSameBitsForEveryRowSplit) {
     CpuTuning tuning;
     tuning.int16_activations = false;
     tuning.split_int8_activations = false;
     tuning.amx = false;
-    tuning.grouped_tiles_max_tokens = 16;  // two token blocks too (the default stops at 8)
+    tuning.grouped_max_tokens = 16;  // two token blocks of the tiles too
     auto ref = reference();
     std::vector<Case> cases;
     for (int bits : {4, 8}) {
@@ -207,6 +205,22 @@ TEST(CpuMatmul, GroupedTokenTilesGiveTheSameBitsForEveryRowSplit) {
             }
         }
     }
+}
+
+// The grouped kernels take batches up to 16 tokens only where their AVX-512 token tiles run on
+// an AMD CPU (session 25: ahead of the dot tiles there up to 16, behind from 12 on Intel), and
+// the limit follows the kernels' target, so `--isa avx2` on such a CPU gets 8.
+TEST(CpuMatmul, GroupedBatchLimitFollowsTheVendorAndTheTarget) {
+    const std::int64_t expected = cpu_vendor_is_amd() && grouped_token_tiles_available() ? 16 : 8;
+    EXPECT_EQ(default_grouped_max_tokens(), expected);
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        const bool avx512 = target == HWY_AVX3 || target == HWY_AVX3_DL;
+        EXPECT_EQ(grouped_token_tiles_available(), avx512) << hwy::TargetName(target);
+        EXPECT_EQ(default_grouped_max_tokens(), cpu_vendor_is_amd() && avx512 ? 16 : 8)
+            << hwy::TargetName(target);
+    }
+    hwy::SetSupportedTargetsForTest(0);
 }
 
 // The plain fused kernel on every width, 4 and 8 bits included.
@@ -264,7 +278,7 @@ TEST(CpuMatmul, BatchedDecodeGivesTheSameBitsForEveryRowSplit) {
     auto ref = reference();
     CpuTuning dot_tiles = tuning;
     dot_tiles.batched_min_tokens = 1000;
-    dot_tiles.grouped_tiles_max_tokens = 4;  // quantized batches too, on AVX-512
+    dot_tiles.grouped_max_tokens = 4;  // quantized batches too
     CpuBackend dot_cpu(BackendOptions{2}, dot_tiles);
     for (const auto& c : cases) {
         for (std::int64_t n : {5, 8, 13, 31}) {
@@ -694,10 +708,10 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     one_row.grouped_multi_row = false;
     CpuTuning token_vectors = grouped;  // batches with the tokens along the vector
     token_vectors.batched_min_tokens = 5;
-    token_vectors.grouped_tiles_max_tokens = 4;
+    token_vectors.grouped_max_tokens = 4;
     CpuTuning dot_tiles = grouped;  // batches with the columns along the vector
     dot_tiles.batched_min_tokens = 1000;
-    dot_tiles.grouped_tiles_max_tokens = 4;
+    dot_tiles.grouped_max_tokens = 4;
     for (std::int64_t target : targets) {
         for (const auto& [tuning_name, tuning] :
              {std::pair{"int16", CpuTuning{}}, std::pair{"grouped", grouped},

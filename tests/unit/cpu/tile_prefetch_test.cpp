@@ -56,8 +56,10 @@ TEST(TilePrefetch, NextTileDefaultFollowsTheCpuVendor) {
     if (vendor.empty()) GTEST_SKIP() << "/proc/cpuinfo names no vendor";
     EXPECT_EQ(default_next_tile_prefetch_row_bytes(), vendor == "AuthenticAMD" ? 2048 : 0)
         << vendor;
+    EXPECT_EQ(cpu_vendor_is_amd(), vendor == "AuthenticAMD") << vendor;
 #else
     EXPECT_EQ(default_next_tile_prefetch_row_bytes(), 0);
+    EXPECT_FALSE(cpu_vendor_is_amd());
 #endif
 }
 
