@@ -44,6 +44,7 @@ const AbKnob kAbKnobs[] = {
     {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
     {"q4-lookup", &Tuning::q4_lookup},
     {"grouped-max-tokens", nullptr, &Tuning::grouped_max_tokens, 1},
+    {"plain-tiles-max-tokens", nullptr, &Tuning::plain_tiles_max_tokens, 1},
     {"multi-row", &Tuning::grouped_multi_row},
 };
 

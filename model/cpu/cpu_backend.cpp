@@ -467,6 +467,10 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
                               tuning_.prefetch_bytes);
             return;
         case DecodeInput::Kernel::kPlain:
+            if (n > 4 && n <= tuning_.plain_tiles_max_tokens) {
+                row_begin = gemv_rows_plain_tiles(w, x, n, row_begin, row_end, bias, y, w.rows,
+                                                  tuning_.prefetch_bytes);
+            }
             gemv_rows(w, x, n, row_begin, row_end, bias, y, w.rows,
                       scratch_[static_cast<std::size_t>(thread)].data(), tuning_.prefetch_bytes);
             return;

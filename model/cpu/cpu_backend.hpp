@@ -126,6 +126,14 @@ struct CpuTuning {
     // (AVX2) lost from 12 tokens on (x16 0.66-0.74). 0: 16 on AMD CPUs whose kernels run AVX-512,
     // else 8.
     std::int64_t grouped_max_tokens = 0;
+    // BF16 and F16 rows at decode of 5 up to this many tokens (where AMX does not take them)
+    // go through gemv_rows_plain_tiles: 2 rows x up to 8 tokens (4 on 16-register targets)
+    // widened in registers, instead of rows widened to f32 in memory for the dot tiles, 4
+    // tokens a pass, which made 5 sequences slower than 4. Paired steps, B = the dot tiles
+    // (`--ab plain-tiles-max-tokens=4`), B / A: a 2-vCPU Zen 4 x5 0.66-0.70, x8 0.69-0.84
+    // (AVX2: 0.72-0.74); the lent Xeon (run 105, BF16 AMX only from 12 tokens) x5 0.81-0.82,
+    // x8 0.87-1.00, held to AVX-512 0.80-0.82 and 0.88-1.00.
+    std::int64_t plain_tiles_max_tokens = 8;
     // Software prefetch distance (bytes ahead in the weight stream) of the decode kernels
     // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench,
     // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%. The

@@ -26,6 +26,13 @@ namespace brigade::model::cpu {
 void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
                std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
                float* row_scratch, std::int64_t prefetch_bytes = 0);
+// gemv_rows for BF16 and F16 rows (other formats: nothing) in tiles of 2 rows x up to 8 tokens
+// (4 where the target has 16 vector registers), widened in registers, for batches of 5-8;
+// returns the first row not done (at most one is left, for gemv_rows).
+std::int64_t gemv_rows_plain_tiles(const WeightMatrix& w, const float* x, std::int64_t n,
+                                   std::int64_t row_begin, std::int64_t row_end,
+                                   const WeightVector* bias, float* y, std::int64_t ldy,
+                                   std::int64_t prefetch_bytes);
 
 // Batched decode (up to 31 tokens) with the tokens along the vector (matmul.cpp): x [n, cols]
 // transposed into xt [cols, batched_token_stride(n)] (columns [c_begin, c_end) per call, the

@@ -484,6 +484,104 @@ std::int64_t BatchedMinTokens() {
 #endif
 }
 
+// ---- BF16 / F16 rows for batches of 5-8 tokens (gemv_rows_plain_tiles) ----
+// gemv_rows widens such rows to f32 in memory for its dot tiles once a batch has more than 4
+// tokens, and takes them 4 tokens a pass: 5 sequences decoded slower than 4 (bench/RESULTS.md,
+// session 25). Here 2 rows and up to 8 tokens (4 where 16 vector registers hold the
+// accumulators) go together, widened in registers: each x load feeds both rows, each (row,
+// token) pair is one FMA chain over the columns in order (so every split of the rows gives the
+// same bits).
+constexpr int kPlainTileRows = 2;
+constexpr int kPlainTileTokens = kVectorRegisters >= 32 ? 8 : 4;
+
+// out[i * kPlainTileTokens + t] = dot(rows[i], x[t]) for R rows of DT and T tokens.
+template <DType DT, int R, int T>
+HWY_INLINE void dot_plain_tile(const std::uint8_t* const* rows, std::int64_t cols, const float* x,
+                               std::int64_t ldx, std::int64_t prefetch_bytes, float* out) {
+    const DF df;
+    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    hn::Vec<DF> a[R][T];
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) a[i][t] = hn::Zero(df);
+    }
+    std::int64_t c = 0;
+    for (; c + n <= cols; c += n) {
+        hn::Vec<DF> w[R];
+        for (int i = 0; i < R; ++i) {
+            if (prefetch_bytes > 0 && (c * 2) % 64 == 0)
+                hwy::Prefetch(rows[i] + c * 2 + prefetch_bytes);
+            w[i] = load_weights<DT>(rows[i], c);
+        }
+        for (int t = 0; t < T; ++t) {
+            const auto xt = hn::LoadU(df, x + t * ldx + c);
+            for (int i = 0; i < R; ++i) a[i][t] = hn::MulAdd(w[i], xt, a[i][t]);
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) {
+            float v = hn::GetLane(hn::SumOfLanes(df, a[i][t]));
+            for (std::int64_t k = c; k < cols; ++k) v += load_any(DT, rows[i], k) * x[t * ldx + k];
+            out[i * kPlainTileTokens + t] = v;
+        }
+    }
+}
+
+template <DType DT>
+HWY_INLINE std::int64_t plain_token_tiles(const WeightMatrix& w, const float* x, std::int64_t n,
+                                          std::int64_t row_begin, std::int64_t row_end,
+                                          const WeightVector* bias, float* y, std::int64_t ldy,
+                                          std::int64_t prefetch_bytes) {
+    constexpr std::int64_t kRowSpan = 16;
+    const bool has_bias = bias != nullptr && bias->valid();
+    const auto* base = static_cast<const std::uint8_t*>(w.data);
+    float out[kPlainTileRows * kPlainTileTokens];
+    std::int64_t r = row_begin;
+    while (r + kPlainTileRows <= row_end) {
+        const std::int64_t span =
+            std::min(kRowSpan, (row_end - r) / kPlainTileRows * kPlainTileRows);
+        for (std::int64_t t = 0; t < n; t += kPlainTileTokens) {
+            const std::int64_t count = std::min<std::int64_t>(kPlainTileTokens, n - t);
+            for (std::int64_t rr = r; rr < r + span; rr += kPlainTileRows) {
+                const std::uint8_t* rows[kPlainTileRows];
+                for (int i = 0; i < kPlainTileRows; ++i) rows[i] = base + (rr + i) * w.row_bytes();
+                auto tile = [&](auto tokens) BRIGADE_INLINE_LAMBDA {
+                    dot_plain_tile<DT, kPlainTileRows, decltype(tokens)::value>(
+                        rows, w.cols, x + t * w.cols, w.cols, prefetch_bytes, out);
+                };
+                if constexpr (kPlainTileTokens == 8) {
+                    with_constant(count, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{},
+                                  tile);
+                } else {
+                    with_constant(count, std::integer_sequence<int, 1, 2, 3, 4>{}, tile);
+                }
+                for (int i = 0; i < kPlainTileRows; ++i) {
+                    const float b = has_bias ? load_any(bias->dtype, bias->data, rr + i) : 0.0f;
+                    for (std::int64_t k = 0; k < count; ++k) {
+                        y[(t + k) * ldy + rr + i] = out[i * kPlainTileTokens + k] + b;
+                    }
+                }
+            }
+        }
+        r += span;
+    }
+    return r;
+}
+
+std::int64_t GemvRowsPlainTiles(const WeightMatrix& w, const float* x, std::int64_t n,
+                                std::int64_t row_begin, std::int64_t row_end,
+                                const WeightVector* bias, float* y, std::int64_t ldy,
+                                std::int64_t prefetch_bytes) {
+    if (w.dtype == DType::kBF16) {
+        return plain_token_tiles<DType::kBF16>(w, x, n, row_begin, row_end, bias, y, ldy,
+                                               prefetch_bytes);
+    }
+    if (w.dtype == DType::kF16) {
+        return plain_token_tiles<DType::kF16>(w, x, n, row_begin, row_end, bias, y, ldy,
+                                              prefetch_bytes);
+    }
+    return row_begin;
+}
+
 void GemvRows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t row_begin,
               std::int64_t row_end, const WeightVector* bias, float* y, std::int64_t ldy,
               float* row_scratch, std::int64_t prefetch_bytes) {
@@ -523,6 +621,7 @@ HWY_AFTER_NAMESPACE();
 namespace brigade::model::cpu {
 
 HWY_EXPORT(GemvRows);
+HWY_EXPORT(GemvRowsPlainTiles);
 HWY_EXPORT(GemvRowsBatched);
 HWY_EXPORT(BatchedMinTokens);
 HWY_EXPORT(DequantizeRows);
@@ -532,6 +631,14 @@ void gemv_rows(const WeightMatrix& w, const float* x, std::int64_t n, std::int64
                float* row_scratch, std::int64_t prefetch_bytes) {
     HWY_DYNAMIC_DISPATCH(GemvRows)
     (w, x, n, row_begin, row_end, bias, y, ldy, row_scratch, prefetch_bytes);
+}
+
+std::int64_t gemv_rows_plain_tiles(const WeightMatrix& w, const float* x, std::int64_t n,
+                                   std::int64_t row_begin, std::int64_t row_end,
+                                   const WeightVector* bias, float* y, std::int64_t ldy,
+                                   std::int64_t prefetch_bytes) {
+    return HWY_DYNAMIC_DISPATCH(GemvRowsPlainTiles)(w, x, n, row_begin, row_end, bias, y, ldy,
+                                                    prefetch_bytes);
 }
 
 std::int64_t batched_token_stride(std::int64_t n) {

@@ -150,20 +150,24 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
-// Batches of 5-16 tokens on 4- and 8-bit weights through the grouped kernels (forced up to 16
-// here): on AVX-512 their token tiles (2 rows x up to 8 tokens) with token blocks of 1 to 8
-// (5, 9 = 8 + 1, 16 = 8 + 8) and rows left over by the 2-row tiles and the 16-row spans,
-// elsewhere one row and 4 tokens at a time; each group size, bias. Every (row, token) output
-// is one chain over the columns, so every split of the rows over 1-7 threads gives the same
-// bits, close to the reference.
-TEST(CpuMatmul, GroupedKernelsTakeBatchesWithTheSameBitsForEveryRowSplit) {
+// Batches of 5-16 tokens (the limits forced up to 16 here): 4- and 8-bit weights through the
+// grouped kernels (on AVX-512 their token tiles, 2 rows x up to 8 tokens; elsewhere one row
+// and 4 tokens at a time), BF16 and F16 rows through gemv_rows_plain_tiles (2 rows x up to 8
+// or 4 tokens, odd column counts for the scalar tail). Token blocks of every size (5, 9 = 8 + 1,
+// 16 = 8 + 8), rows left over by the 2-row tiles and the 16-row spans, each group size, bias.
+// Every (row, token) output is one chain over the columns, so every split of the rows over 1-7
+// threads gives the same bits, close to the reference.
+TEST(CpuMatmul, BatchesOf5To16GiveTheSameBitsForEveryRowSplit) {
     CpuTuning tuning;
     tuning.int16_activations = false;
     tuning.split_int8_activations = false;
     tuning.amx = false;
     tuning.grouped_max_tokens = 16;  // two token blocks of the tiles too
+    tuning.plain_tiles_max_tokens = 16;
     auto ref = reference();
     std::vector<Case> cases;
+    cases.push_back({"bf16 cols=1043", test::make_plain_weight(DType::kBF16, 37, 1043, 31, 2)});
+    cases.push_back({"f16 cols=101", test::make_plain_weight(DType::kF16, 37, 101, 32, 1)});
     for (int bits : {4, 8}) {
         for (int group : {32, 64, 128}) {
             const std::int64_t cols = group == 32 ? 352 : 640;
