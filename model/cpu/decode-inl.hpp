@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "model/cpu/kernels.hpp"  // BRIGADE_INLINE_LAMBDA, WeightVector
 #include "model/cpu/tile_prefetch.hpp"
 #include "model/cpu/weight_decode.hpp"
 
@@ -56,6 +57,49 @@ HWY_INLINE float load_any(DType dtype, const void* base, std::int64_t index) {
     std::uint16_t h;
     std::memcpy(&h, p + index * 2, 2);
     return dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+// Calls f(std::integral_constant<int, k>{}) for k in [1, T].
+template <int T, class F>
+HWY_INLINE void with_count(std::int64_t k, F&& f) {
+    [&]<int... Ks>(std::integer_sequence<int, Ks...>) BRIGADE_INLINE_LAMBDA {
+        ((k == Ks + 1 ? f(std::integral_constant<int, Ks + 1>{}) : void()), ...);
+    }
+    (std::make_integer_sequence<int, T>{});
+}
+
+// The loop of the batch kernels' register tiles (matmul.cpp's BF16/F16 rows, matmul_grouped.cpp's
+// 4- and 8-bit ones): rows [row_begin, row_end) in tiles of R rows x up to T tokens, 16 rows at
+// a time so that one block of tokens' activations stays in L1 across them. `tile(r, t0,
+// tokens, out)`, with `tokens` a std::integral_constant of the block's token count, fills
+// out[i * T + k] = row r + i times token t0 + k; the bias is added here. Returns the first row
+// not done (fewer than R are left).
+template <int R, int T, class Tile>
+HWY_INLINE std::int64_t for_each_token_tile(std::int64_t n, std::int64_t row_begin,
+                                            std::int64_t row_end, const WeightVector* bias,
+                                            float* y, std::int64_t ldy, Tile&& tile) {
+    constexpr std::int64_t kRowSpan = 16;
+    const bool has_bias = bias != nullptr && bias->valid();
+    float out[R * T];
+    std::int64_t r = row_begin;
+    while (r + R <= row_end) {
+        const std::int64_t span = std::min(kRowSpan, (row_end - r) / R * R);
+        for (std::int64_t t = 0; t < n; t += T) {
+            const std::int64_t count = std::min<std::int64_t>(T, n - t);
+            for (std::int64_t rr = r; rr < r + span; rr += R) {
+                with_count<T>(count,
+                              [&](auto tokens) BRIGADE_INLINE_LAMBDA { tile(rr, t, tokens, out); });
+                for (int i = 0; i < R; ++i) {
+                    const float b = has_bias ? load_any(bias->dtype, bias->data, rr + i) : 0.0f;
+                    for (std::int64_t k = 0; k < count; ++k) {
+                        y[(t + k) * ldy + rr + i] = out[i * T + k] + b;
+                    }
+                }
+            }
+        }
+        r += span;
+    }
+    return r;
 }
 
 // Bits widths that are not powers of two: 8 elements occupy exactly BITS bytes, read as one

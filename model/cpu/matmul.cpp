@@ -531,40 +531,15 @@ HWY_INLINE std::int64_t plain_token_tiles(const WeightMatrix& w, const float* x,
                                           std::int64_t row_begin, std::int64_t row_end,
                                           const WeightVector* bias, float* y, std::int64_t ldy,
                                           std::int64_t prefetch_bytes) {
-    constexpr std::int64_t kRowSpan = 16;
-    const bool has_bias = bias != nullptr && bias->valid();
     const auto* base = static_cast<const std::uint8_t*>(w.data);
-    float out[kPlainTileRows * kPlainTileTokens];
-    std::int64_t r = row_begin;
-    while (r + kPlainTileRows <= row_end) {
-        const std::int64_t span =
-            std::min(kRowSpan, (row_end - r) / kPlainTileRows * kPlainTileRows);
-        for (std::int64_t t = 0; t < n; t += kPlainTileTokens) {
-            const std::int64_t count = std::min<std::int64_t>(kPlainTileTokens, n - t);
-            for (std::int64_t rr = r; rr < r + span; rr += kPlainTileRows) {
-                const std::uint8_t* rows[kPlainTileRows];
-                for (int i = 0; i < kPlainTileRows; ++i) rows[i] = base + (rr + i) * w.row_bytes();
-                auto tile = [&](auto tokens) BRIGADE_INLINE_LAMBDA {
-                    dot_plain_tile<DT, kPlainTileRows, decltype(tokens)::value>(
-                        rows, w.cols, x + t * w.cols, w.cols, prefetch_bytes, out);
-                };
-                if constexpr (kPlainTileTokens == 8) {
-                    with_constant(count, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{},
-                                  tile);
-                } else {
-                    with_constant(count, std::integer_sequence<int, 1, 2, 3, 4>{}, tile);
-                }
-                for (int i = 0; i < kPlainTileRows; ++i) {
-                    const float b = has_bias ? load_any(bias->dtype, bias->data, rr + i) : 0.0f;
-                    for (std::int64_t k = 0; k < count; ++k) {
-                        y[(t + k) * ldy + rr + i] = out[i * kPlainTileTokens + k] + b;
-                    }
-                }
-            }
-        }
-        r += span;
-    }
-    return r;
+    return for_each_token_tile<kPlainTileRows, kPlainTileTokens>(
+        n, row_begin, row_end, bias, y, ldy,
+        [&](std::int64_t r, std::int64_t t, auto tokens, float* out) BRIGADE_INLINE_LAMBDA {
+            const std::uint8_t* rows[kPlainTileRows];
+            for (int i = 0; i < kPlainTileRows; ++i) rows[i] = base + (r + i) * w.row_bytes();
+            dot_plain_tile<DT, kPlainTileRows, decltype(tokens)::value>(
+                rows, w.cols, x + t * w.cols, w.cols, prefetch_bytes, out);
+        });
 }
 
 std::int64_t GemvRowsPlainTiles(const WeightMatrix& w, const float* x, std::int64_t n,

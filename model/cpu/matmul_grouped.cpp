@@ -530,32 +530,12 @@ HWY_NOINLINE std::int64_t grouped_token_tiles(const GroupedRows& m, const Groupe
                                               std::int64_t n, std::int64_t row_begin,
                                               std::int64_t row_end, const WeightVector* bias,
                                               float* y, std::int64_t ldy) {
-    constexpr std::int64_t kRowSpan = 16;
-    const bool has_bias = bias != nullptr && bias->valid();
     const auto* base = static_cast<const std::uint8_t*>(m.w.data);
-    float out[kTileRows * kTileTokens];
-    std::int64_t r = row_begin;
-    while (r + kTileRows <= row_end) {
-        const std::int64_t span = std::min(kRowSpan, (row_end - r) / kTileRows * kTileRows);
-        for (std::int64_t t = 0; t < n; t += kTileTokens) {
-            const std::int64_t count = std::min<std::int64_t>(kTileTokens, n - t);
-            for (std::int64_t rr = r; rr < r + span; rr += kTileRows) {
-                with_constant(count, std::integer_sequence<int, 1, 2, 3, 4, 5, 6, 7, 8>{},
-                              [&](auto tokens) BRIGADE_INLINE_LAMBDA {
-                                  dot_token_tile<BITS, kTileRows, decltype(tokens)::value>(
-                                      base, m, rr, xa, t, out);
-                              });
-                for (int i = 0; i < kTileRows; ++i) {
-                    const float b = has_bias ? load_any(bias->dtype, bias->data, rr + i) : 0.0f;
-                    for (std::int64_t k = 0; k < count; ++k) {
-                        y[(t + k) * ldy + rr + i] = out[i * kTileTokens + k] + b;
-                    }
-                }
-            }
-        }
-        r += span;
-    }
-    return r;
+    return for_each_token_tile<kTileRows, kTileTokens>(
+        n, row_begin, row_end, bias, y, ldy,
+        [&](std::int64_t r, std::int64_t t, auto tokens, float* out) BRIGADE_INLINE_LAMBDA {
+            dot_token_tile<BITS, kTileRows, decltype(tokens)::value>(base, m, r, xa, t, out);
+        });
 }
 #endif
 
