@@ -244,12 +244,15 @@ HWY_INLINE void dot_row_all_tokens(const WeightMatrix& w, std::int64_t r, const 
 // each weight load 4, so the activations of 5-31 tokens (beyond L1) are read R times less.
 constexpr int kTileRows = kVectorRegisters / 8;
 
-// out[r * 4 + t] = dot(rows[r], x[t]) for R f32 rows and T <= 4 tokens.
-template <int R, int T>
-HWY_INLINE void dot_f32_tile(const float* const* rows, std::int64_t cols, const float* x,
-                             std::int64_t ldx, float* out) {
+// out[r * kOut + t] = dot(rows[r], x[t]) for R rows of DT (widened in registers) and T tokens,
+// each x load feeding every row; one FMA chain per (row, token) over the columns in order.
+// prefetch_bytes > 0: each row's stream is asked for that far ahead.
+template <DType DT, int R, int T, int kOut>
+HWY_INLINE void dot_rows_tile(const std::uint8_t* const* rows, std::int64_t cols, const float* x,
+                              std::int64_t ldx, std::int64_t prefetch_bytes, float* out) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    constexpr std::int64_t kElemBytes = DT == DType::kF32 ? 4 : 2;
     hn::Vec<DF> acc[R][T];
     for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(df);
@@ -257,7 +260,12 @@ HWY_INLINE void dot_f32_tile(const float* const* rows, std::int64_t cols, const 
     std::int64_t c = 0;
     for (; c + n <= cols; c += n) {
         hn::Vec<DF> w[R];
-        for (int r = 0; r < R; ++r) w[r] = hn::LoadU(df, rows[r] + c);
+        for (int r = 0; r < R; ++r) {
+            if (prefetch_bytes > 0 && (c * kElemBytes) % 64 == 0) {
+                hwy::Prefetch(rows[r] + c * kElemBytes + prefetch_bytes);
+            }
+            w[r] = load_weights<DT>(rows[r], c);
+        }
         for (int t = 0; t < T; ++t) {
             const auto xt = hn::LoadU(df, x + t * ldx + c);
             for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(w[r], xt, acc[r][t]);
@@ -266,12 +274,8 @@ HWY_INLINE void dot_f32_tile(const float* const* rows, std::int64_t cols, const 
     for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) {
             float v = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
-            for (std::int64_t k = c; k < cols; ++k) {
-                float wk;  // f32 rows used in place may be unaligned
-                std::memcpy(&wk, rows[r] + k, sizeof wk);
-                v += wk * x[t * ldx + k];
-            }
-            out[r * 4 + t] = v;
+            for (std::int64_t k = c; k < cols; ++k) v += load_any(DT, rows[r], k) * x[t * ldx + k];
+            out[r * kOut + t] = v;
         }
     }
 }
@@ -288,16 +292,15 @@ HWY_INLINE std::int64_t gemv_row_tiles(const WeightMatrix& w, const float* x, st
     const bool in_place = !w.quantized() && w.dtype == DType::kF32;
     const std::int64_t cols = w.cols;
     for (; r + R <= row_end; r += R) {
-        const float* rows[R];
+        const std::uint8_t* rows[R];
         float b[R];
         for (int i = 0; i < R; ++i) {
             b[i] = has_bias ? load_any(bias->dtype, bias->data, r + i) : 0.0f;
             if (in_place) {
-                rows[i] = reinterpret_cast<const float*>(static_cast<const std::uint8_t*>(w.data) +
-                                                         (r + i) * w.row_bytes());
+                rows[i] = static_cast<const std::uint8_t*>(w.data) + (r + i) * w.row_bytes();
             } else {
                 dequantize_one_row(w, r + i, row_scratch + i * cols);
-                rows[i] = row_scratch + i * cols;
+                rows[i] = reinterpret_cast<const std::uint8_t*>(row_scratch + i * cols);
             }
         }
         float out[R * 4];
@@ -310,13 +313,13 @@ HWY_INLINE std::int64_t gemv_row_tiles(const WeightMatrix& w, const float* x, st
             }
         };
         for (; t + 4 <= n; t += 4) {
-            dot_f32_tile<R, 4>(rows, cols, x + t * cols, cols, out);
+            dot_rows_tile<DType::kF32, R, 4, 4>(rows, cols, x + t * cols, cols, 0, out);
             store(t, 4);
         }
         const std::int64_t left = n - t;
-        if (left == 3) dot_f32_tile<R, 3>(rows, cols, x + t * cols, cols, out);
-        if (left == 2) dot_f32_tile<R, 2>(rows, cols, x + t * cols, cols, out);
-        if (left == 1) dot_f32_tile<R, 1>(rows, cols, x + t * cols, cols, out);
+        if (left == 3) dot_rows_tile<DType::kF32, R, 3, 4>(rows, cols, x + t * cols, cols, 0, out);
+        if (left == 2) dot_rows_tile<DType::kF32, R, 2, 4>(rows, cols, x + t * cols, cols, 0, out);
+        if (left == 1) dot_rows_tile<DType::kF32, R, 1, 4>(rows, cols, x + t * cols, cols, 0, out);
         store(t, left);
     }
     return r;
@@ -487,44 +490,11 @@ std::int64_t BatchedMinTokens() {
 // ---- BF16 / F16 rows for batches of 5-8 tokens (gemv_rows_plain_tiles) ----
 // gemv_rows widens such rows to f32 in memory for its dot tiles once a batch has more than 4
 // tokens, and takes them 4 tokens a pass: 5 sequences decoded slower than 4 (bench/RESULTS.md,
-// session 25). Here 2 rows and up to 8 tokens (4 where 16 vector registers hold the
-// accumulators) go together, widened in registers: each x load feeds both rows, each (row,
-// token) pair is one FMA chain over the columns in order (so every split of the rows gives the
-// same bits).
+// session 25). Here the dot tiles' kernel (dot_rows_tile) takes the rows as they are, widened
+// in registers, 2 rows and up to 8 tokens (4 where 16 vector registers hold the accumulators)
+// at a time; every split of the rows gives the same bits.
 constexpr int kPlainTileRows = 2;
 constexpr int kPlainTileTokens = kVectorRegisters >= 32 ? 8 : 4;
-
-// out[i * kPlainTileTokens + t] = dot(rows[i], x[t]) for R rows of DT and T tokens.
-template <DType DT, int R, int T>
-HWY_INLINE void dot_plain_tile(const std::uint8_t* const* rows, std::int64_t cols, const float* x,
-                               std::int64_t ldx, std::int64_t prefetch_bytes, float* out) {
-    const DF df;
-    const auto n = static_cast<std::int64_t>(hn::Lanes(df));
-    hn::Vec<DF> a[R][T];
-    for (int i = 0; i < R; ++i) {
-        for (int t = 0; t < T; ++t) a[i][t] = hn::Zero(df);
-    }
-    std::int64_t c = 0;
-    for (; c + n <= cols; c += n) {
-        hn::Vec<DF> w[R];
-        for (int i = 0; i < R; ++i) {
-            if (prefetch_bytes > 0 && (c * 2) % 64 == 0)
-                hwy::Prefetch(rows[i] + c * 2 + prefetch_bytes);
-            w[i] = load_weights<DT>(rows[i], c);
-        }
-        for (int t = 0; t < T; ++t) {
-            const auto xt = hn::LoadU(df, x + t * ldx + c);
-            for (int i = 0; i < R; ++i) a[i][t] = hn::MulAdd(w[i], xt, a[i][t]);
-        }
-    }
-    for (int i = 0; i < R; ++i) {
-        for (int t = 0; t < T; ++t) {
-            float v = hn::GetLane(hn::SumOfLanes(df, a[i][t]));
-            for (std::int64_t k = c; k < cols; ++k) v += load_any(DT, rows[i], k) * x[t * ldx + k];
-            out[i * kPlainTileTokens + t] = v;
-        }
-    }
-}
 
 template <DType DT>
 HWY_INLINE std::int64_t plain_token_tiles(const WeightMatrix& w, const float* x, std::int64_t n,
@@ -537,7 +507,7 @@ HWY_INLINE std::int64_t plain_token_tiles(const WeightMatrix& w, const float* x,
         [&](std::int64_t r, std::int64_t t, auto tokens, float* out) BRIGADE_INLINE_LAMBDA {
             const std::uint8_t* rows[kPlainTileRows];
             for (int i = 0; i < kPlainTileRows; ++i) rows[i] = base + (r + i) * w.row_bytes();
-            dot_plain_tile<DT, kPlainTileRows, decltype(tokens)::value>(
+            dot_rows_tile<DT, kPlainTileRows, decltype(tokens)::value, kPlainTileTokens>(
                 rows, w.cols, x + t * w.cols, w.cols, prefetch_bytes, out);
         });
 }
