@@ -344,14 +344,17 @@ int main(int argc, char** argv) {
     one_row.grouped_multi_row = false;
     CpuBackend one_row_backend(BackendOptions{opt.threads}, one_row);
     // Batches of 8+ tokens through each kernel, whichever the target's default is (without AMX,
-    // 8 tokens of 4- and 8-bit weights take the grouped kernels, CpuTuning::grouped_max_tokens).
+    // 8 tokens of 4- and 8-bit weights take the grouped kernels, CpuTuning::grouped_max_tokens,
+    // and BF16/F16 rows their tiles, CpuTuning::plain_tiles_max_tokens).
     CpuTuning dot_tiles = grouped;  // columns along the vector
     dot_tiles.batched_min_tokens = 1000;
     dot_tiles.grouped_max_tokens = 4;
+    dot_tiles.plain_tiles_max_tokens = 4;
     CpuBackend dot_tiles_backend(BackendOptions{opt.threads}, dot_tiles);
     CpuTuning token_vectors = grouped;  // tokens along the vector
     token_vectors.batched_min_tokens = 5;
     token_vectors.grouped_max_tokens = 4;
+    token_vectors.plain_tiles_max_tokens = 4;
     CpuBackend token_vectors_backend(BackendOptions{opt.threads}, token_vectors);
     const int n_threads = backend.n_threads();
     // The target the kernels dispatch to: the best one both supported here and compiled in.

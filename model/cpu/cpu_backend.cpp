@@ -44,6 +44,8 @@ std::int64_t default_grouped_max_tokens() {
     return cpu_vendor_is_amd() && grouped_token_tiles_available() ? 16 : 8;
 }
 
+std::int64_t default_plain_tiles_max_tokens() { return default_grouped_max_tokens(); }
+
 CpuBackend::CpuBackend(const BackendOptions& options, const CpuTuning& tuning)
     : tuning_(tuning), pool_(options.n_threads) {
     scratch_.resize(static_cast<std::size_t>(pool_.size()));
@@ -467,7 +469,10 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
                               tuning_.prefetch_bytes);
             return;
         case DecodeInput::Kernel::kPlain:
-            if (n > 4 && n <= tuning_.plain_tiles_max_tokens) {
+            const std::int64_t plain_tiles_max = tuning_.plain_tiles_max_tokens > 0
+                                                     ? tuning_.plain_tiles_max_tokens
+                                                     : default_plain_tiles_max_tokens();
+            if (n > 4 && n <= plain_tiles_max) {
                 row_begin = gemv_rows_plain_tiles(w, x, n, row_begin, row_end, bias, y, w.rows,
                                                   tuning_.prefetch_bytes);
             }

@@ -21,6 +21,9 @@ std::int64_t default_next_tile_prefetch_row_bytes();
 // CpuTuning::grouped_max_tokens 0 stands for this: 16 on AMD CPUs whose kernels run AVX-512
 // (grouped_token_tiles_available, which `--isa` holds back), else 8.
 std::int64_t default_grouped_max_tokens();
+// CpuTuning::plain_tiles_max_tokens 0 stands for this: the same rule, 16 on AMD CPUs whose
+// kernels run AVX-512, else 8.
+std::int64_t default_plain_tiles_max_tokens();
 
 // Knobs that tests and benchmarks turn; the defaults are what `make_backend` uses.
 struct CpuTuning {
@@ -132,8 +135,12 @@ struct CpuTuning {
     // tokens a pass, which made 5 sequences slower than 4. Paired steps, B = the dot tiles
     // (`--ab plain-tiles-max-tokens=4`), B / A: a 2-vCPU Zen 4 x5 0.66-0.70, x8 0.69-0.84
     // (AVX2: 0.72-0.74); the lent Xeon (run 105, BF16 AMX only from 12 tokens) x5 0.81-0.82,
-    // x8 0.87-1.00, held to AVX-512 0.80-0.82 and 0.88-1.00.
-    std::int64_t plain_tiles_max_tokens = 8;
+    // x8 0.87-1.00, held to AVX-512 0.80-0.82 and 0.88-1.00. Beyond 8 the tiles pass over
+    // the rows once per 8 tokens, the dot tiles widen each row once: on Zen 4 (AVX-512, up to
+    // 16 against 8, session 26) Qwen2.5-0.5B x9 1.36, x12 1.29, x16 1.16-1.21, Llama-3.2-1B
+    // x9 1.18, x12 1.07, x16 1.01; held to AVX2 (4-token tiles) 0.99-1.00. 0: 16 on AMD CPUs
+    // whose kernels run AVX-512, else 8.
+    std::int64_t plain_tiles_max_tokens = 0;
     // Software prefetch distance (bytes ahead in the weight stream) of the decode kernels
     // (grouped and plain-dtype rows); 0: none. Measured on a 16-core Xeon (kernels_bench,
     // bench/RESULTS.md): 2 KiB beat 1 KiB and none in 17 of 18 decode cases, by 10-30%. The

@@ -211,17 +211,21 @@ TEST(CpuMatmul, BatchesOf5To16GiveTheSameBitsForEveryRowSplit) {
     }
 }
 
-// The grouped kernels take batches up to 16 tokens only where their AVX-512 token tiles run on
-// an AMD CPU (session 25: ahead of the dot tiles there up to 16, behind from 12 on Intel), and
-// the limit follows the kernels' target, so `--isa avx2` on such a CPU gets 8.
+// The grouped kernels and the BF16/F16 tiles take batches up to 16 tokens only where their
+// AVX-512 token tiles run on an AMD CPU (sessions 25-26: ahead of the dot tiles there up to 16,
+// the grouped ones behind from 12 on Intel), and the limit follows the kernels' target, so
+// `--isa avx2` on such a CPU gets 8.
 TEST(CpuMatmul, GroupedBatchLimitFollowsTheVendorAndTheTarget) {
     const std::int64_t expected = cpu_vendor_is_amd() && grouped_token_tiles_available() ? 16 : 8;
     EXPECT_EQ(default_grouped_max_tokens(), expected);
+    EXPECT_EQ(default_plain_tiles_max_tokens(), expected);
     for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
         hwy::SetSupportedTargetsForTest(target);
         const bool avx512 = target == HWY_AVX3 || target == HWY_AVX3_DL;
         EXPECT_EQ(grouped_token_tiles_available(), avx512) << hwy::TargetName(target);
         EXPECT_EQ(default_grouped_max_tokens(), cpu_vendor_is_amd() && avx512 ? 16 : 8)
+            << hwy::TargetName(target);
+        EXPECT_EQ(default_plain_tiles_max_tokens(), cpu_vendor_is_amd() && avx512 ? 16 : 8)
             << hwy::TargetName(target);
     }
     hwy::SetSupportedTargetsForTest(0);
@@ -282,7 +286,8 @@ TEST(CpuMatmul, BatchedDecodeGivesTheSameBitsForEveryRowSplit) {
     auto ref = reference();
     CpuTuning dot_tiles = tuning;
     dot_tiles.batched_min_tokens = 1000;
-    dot_tiles.grouped_max_tokens = 4;  // quantized batches too
+    dot_tiles.grouped_max_tokens = 4;      // quantized batches too
+    dot_tiles.plain_tiles_max_tokens = 4;  // and BF16 rows
     CpuBackend dot_cpu(BackendOptions{2}, dot_tiles);
     for (const auto& c : cases) {
         for (std::int64_t n : {5, 8, 13, 31}) {
@@ -716,6 +721,7 @@ TEST(CpuMatmul, EveryHighwayTargetAgrees) {
     CpuTuning dot_tiles = grouped;  // batches with the columns along the vector
     dot_tiles.batched_min_tokens = 1000;
     dot_tiles.grouped_max_tokens = 4;
+    dot_tiles.plain_tiles_max_tokens = 4;
     for (std::int64_t target : targets) {
         for (const auto& [tuning_name, tuning] :
              {std::pair{"int16", CpuTuning{}}, std::pair{"grouped", grouped},
