@@ -257,9 +257,23 @@ struct ModelInfo {
 
 enum class HealthState { ok, loading, unavailable };
 
+// How busy a node is, for GET /health: a load balancer can prefer an idle node, and a client
+// (or a test) can wait for a node to be idle without guessing how long its last request takes
+// to free its slot.
+struct RequestLoad {
+    // Requests that entered at this node and have not finished (waiting, running or
+    // streaming), wherever their pipeline's head is.
+    std::int64_t in_flight = 0;
+    // Where this node is the pipeline head: the sequences it is running (each holds a slot of
+    // --max-concurrency) and those waiting for a slot. -1 where it is not the head.
+    std::int64_t head_running = -1;
+    std::int64_t head_queued = -1;
+};
+
 struct Health {
     HealthState state = HealthState::ok;
-    std::string detail;  // e.g. "loading layers 0-15", "re-planning"
+    std::string detail;               // e.g. "loading layers 0-15", "re-planning"
+    std::optional<RequestLoad> load;  // absent where the service does not count requests
 };
 
 // The model a client's `model` names, for services: an exact id or alias (the node lists the

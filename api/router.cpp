@@ -162,6 +162,13 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
                                                                        : "unavailable";
             nlohmann::json body = {{"status", state}};
             if (!health.detail.empty()) body["detail"] = health.detail;
+            if (health.load) {
+                body["requests"] = {{"in_flight", health.load->in_flight}};
+                if (health.load->head_running >= 0) {
+                    body["head"] = {{"running", health.load->head_running},
+                                    {"queued", health.load->head_queued}};
+                }
+            }
             response.status = health.state == HealthState::ok ? 200 : 503;
             response.body = dump_json(body);
             result.response = std::move(response);

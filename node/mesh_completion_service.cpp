@@ -476,8 +476,17 @@ std::vector<api::ModelInfo> MeshCompletionService::list_models() { return {impl_
 
 api::Health MeshCompletionService::health() {
     std::string why;
-    if (impl_->directory.active(why)) return {api::HealthState::ok, ""};
-    return {api::HealthState::unavailable, why};
+    const auto active = impl_->directory.active(why);
+    api::Health health{active ? api::HealthState::ok : api::HealthState::unavailable,
+                       active ? "" : why, std::nullopt};
+    api::RequestLoad load;
+    load.in_flight = static_cast<std::int64_t>(n_in_flight());
+    if (active && active->local_head) {
+        load.head_running = static_cast<std::int64_t>(active->local_head->n_active());
+        load.head_queued = static_cast<std::int64_t>(active->local_head->n_waiting());
+    }
+    health.load = load;
+    return health;
 }
 
 void MeshCompletionService::on_request_update(const mesh::NodeId& from,

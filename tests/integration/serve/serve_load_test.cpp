@@ -29,6 +29,24 @@ TEST(ServeLoad, ManyConcurrentStreams) {
         solo.push_back(r.json["choices"][0]["message"]["content"]);
     }
 
+    // Idle: no request in flight here and no slot or queue place held at the head.
+    std::string last_health;
+    auto wait_until_idle = [&] {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        do {
+            const auto h = server.get("/health");
+            last_health = h.body;
+            if (h.status == 200 && h.json.contains("head") &&
+                h.json["requests"]["in_flight"] == 0 && h.json["head"]["running"] == 0 &&
+                h.json["head"]["queued"] == 0) {
+                return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        } while (std::chrono::steady_clock::now() < deadline);
+        return false;
+    };
+    EXPECT_TRUE(wait_until_idle()) << last_health;
+
     // One full round first so allocator pools and scratch buffers reach their working size.
     auto round = [&](int n_clients, int& n_ok, int& n_busy, int& n_bad) {
         std::vector<std::thread> threads;
@@ -50,12 +68,10 @@ TEST(ServeLoad, ManyConcurrentStreams) {
             });
         }
         for (auto& t : threads) t.join();
-        // A client has the whole stream before the server's handler returns and frees its
-        // slot; the next round must find every slot free (seen in CI under load: one stale
-        // slot turned the 24th arrival into a 429). The handler only has its last write and
-        // its bookkeeping left; 200 ms was once too short on a 2-core machine also compiling
-        // (95 of 96 served), so a second.
-        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        // A client has the whole stream before the head's step frees its slot; the next round
+        // must find every slot free (seen in CI under load: one stale slot turned the 24th
+        // arrival into a 429). GET /health counts them.
+        EXPECT_TRUE(wait_until_idle()) << "the server still held requests: " << last_health;
         n_ok = ok;
         n_busy = busy;
         n_bad = bad;

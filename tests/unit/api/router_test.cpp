@@ -38,6 +38,22 @@ TEST(Router, HealthReportsLoadingAs503) {
               json({{"status", "loading"}, {"detail", "layers 0-11"}}));
 }
 
+// The load appears only where the service counts it; the head's part only on the head.
+TEST(Router, HealthCarriesTheRequestLoad) {
+    StaticService service;
+    Router router({}, service);
+    EXPECT_EQ(json::parse(route(router, "GET", "/health").response->body),
+              json({{"status", "ok"}}));
+    service.health_.load = RequestLoad{3, 2, 1};
+    EXPECT_EQ(json::parse(route(router, "GET", "/health").response->body),
+              json({{"status", "ok"},
+                    {"requests", {{"in_flight", 3}}},
+                    {"head", {{"running", 2}, {"queued", 1}}}}));
+    service.health_.load = RequestLoad{4, -1, -1};
+    EXPECT_EQ(json::parse(route(router, "GET", "/health").response->body),
+              json({{"status", "ok"}, {"requests", {{"in_flight", 4}}}}));
+}
+
 TEST(Router, ModelsListEveryName) {
     StaticService service;
     Router router({}, service);

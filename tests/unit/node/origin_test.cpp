@@ -255,6 +255,43 @@ TEST(Origin, NoPipelineIsA503WithTheReason) {
     EXPECT_EQ(service.health().state, api::HealthState::unavailable);
 }
 
+// GET /health's load: requests that entered here, and the slots and queue of this node's
+// head. One slot: the first request runs, the second waits; both cancelled, all counts return
+// to zero. A head elsewhere leaves the head's counts out (-1).
+TEST(Origin, HealthCountsRequestsInFlightAndTheHeadsSlots) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
+    PipelineHeadOptions options;
+    options.max_active = 1;
+    auto head = make_head(1, nullptr, options);
+    directory.set(ActivePipeline{one_stage(1), head});
+    auto load_is = [&](std::int64_t in_flight, std::int64_t running, std::int64_t queued) {
+        const api::Health h = service.health();
+        return h.state == api::HealthState::ok && h.load && h.load->in_flight == in_flight &&
+               h.load->head_running == running && h.load->head_queued == queued;
+    };
+    EXPECT_TRUE(load_is(0, 0, 0));
+    // Long enough to be seen running: the end-of-text tokens are banned.
+    auto request = completion("Once upon a time", 400);
+    for (auto id : model.stop_ids) request.sampling.logit_bias.emplace_back(id, -100.0);
+    auto first = start(service, request);
+    auto second = start(service, request);
+    EXPECT_TRUE(TestMesh::wait_for([&] { return load_is(2, 1, 1); }));
+    second.cancel->cancel();
+    first.cancel->cancel();
+    EXPECT_TRUE(TestMesh::wait_for([&] { return load_is(0, 0, 0); }))
+        << service.health().load->in_flight << " " << service.health().load->head_running << " "
+        << service.health().load->head_queued;
+    head->stop(std::chrono::milliseconds(0));
+
+    auto route = one_stage(2);
+    route.stages[0].node = node_id(5);
+    directory.set(ActivePipeline{route, nullptr});
+    EXPECT_TRUE(load_is(0, -1, -1));
+}
+
 TEST(Origin, RemoteHeadThatNeverAnswersTimesOut) {
     const auto& model = demo_frontend();
     CapturingSender sender;
