@@ -33,6 +33,7 @@ struct HeadSequence {
     std::optional<std::uint64_t> reused_entry;  // the prefix cache entry its KV started from
     std::optional<TokenSampler> sampler;        // one stage: sampled here
     bool in_flight = false;                     // waiting for the tail's token
+    std::uint64_t in_flight_batch = 0;          // the micro-batch it went with
     bool setup_sent = false;
     // A new sequence whose first rows found the KV memory held by running ones waits for one of
     // them to end: the count of ended sequences when it was put off.
@@ -147,6 +148,8 @@ struct PipelineHead::Impl {
     void tell_stages_drop(std::uint64_t kv_id);
     void check_timeouts();
     void update_mirrors(double step_us, std::size_t rows);
+    // Counts the micro-batches with sequences waiting for the tail (timings' maximum).
+    void note_batches_in_flight();
 };
 
 PipelineHead::PipelineHead(const ModelFrontend& model, std::shared_ptr<StageResources> resources,
@@ -579,11 +582,26 @@ void PipelineHead::Impl::send_downstream(const model::StageOutput& out) {
         if (e.wants_token) {
             it->in_flight = true;
             it->in_flight_since = now;
+            it->in_flight_batch = frame.batch_id;
         }
         frame.entries.push_back(std::move(e));
     }
+    note_batches_in_flight();
     encode_activations(out.hidden, frame.dtype, frame.payload);
     sender->send(owner.route_.stages[1].node, std::move(frame));
+}
+
+void PipelineHead::Impl::note_batches_in_flight() {
+    // At most max_active sequences, so a linear pass over a small set.
+    std::vector<std::uint64_t> ids;
+    for (const auto& s : active) {
+        if (s.in_flight && std::find(ids.begin(), ids.end(), s.in_flight_batch) == ids.end()) {
+            ids.push_back(s.in_flight_batch);
+        }
+    }
+    std::lock_guard lock(mutex);
+    timings.max_batches_in_flight =
+        std::max<std::uint64_t>(timings.max_batches_in_flight, ids.size());
 }
 
 void PipelineHead::Impl::on_tokens(mesh::TokenFrame& frame) {

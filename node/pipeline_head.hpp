@@ -58,6 +58,9 @@ struct StageTimings {
     std::uint64_t steps = 0;
     std::uint64_t tokens = 0;
     double mean_step_us = 0;  // exponential moving average
+    // Head of several stages: the most micro-batches waiting for the tail's tokens at once
+    // (2 or more: the stages worked on different micro-batches at the same time).
+    std::uint64_t max_batches_in_flight = 0;
 };
 
 class PipelineHead {

@@ -243,9 +243,10 @@ TEST(Pipeline, EightConcurrentRequestsAreNotMixed) {
         EXPECT_EQ(started[i].sink->final->usage.completion_tokens, solo_tokens[i]);
     }
     // With 8 requests over 3 stages, micro-batches hold ceil(8 / 3) = 3 sequences at most, so
-    // several micro-batches were in flight at once.
+    // several micro-batches were in flight at once. (A count of steps stood for this and flaked:
+    // the requests end early, at 89 tokens in all, and the steps varied with the timing, 49-58.)
     const auto t = mesh.head().timings();
-    EXPECT_GT(t.steps, 20u * 8 / 3);
+    EXPECT_GE(t.max_batches_in_flight, 2u) << t.steps << " steps";
     // Each finished request is a prefix-cache entry, kept on every stage; nothing else is held.
     EXPECT_TRUE(mesh.wait_until([&] { return mesh.every_stage_holds(texts.size()); }))
         << mesh.total_kv_sequences();
