@@ -125,6 +125,7 @@ struct PipelineHead::Impl {
     std::uint64_t n_retired = 0;    // sequences ended so far (a KV wait ends with the next one)
     std::uint64_t n_preempted = 0;  // sequences that gave their KV back to wait for room
     std::vector<std::uint8_t> payload;
+    std::vector<std::uint64_t> batch_ids_in_flight;  // note_batches_in_flight's, reused
 
     void run();
     bool has_ready_work() const;
@@ -593,7 +594,8 @@ void PipelineHead::Impl::send_downstream(const model::StageOutput& out) {
 
 void PipelineHead::Impl::note_batches_in_flight() {
     // At most max_active sequences, so a linear pass over a small set.
-    std::vector<std::uint64_t> ids;
+    auto& ids = batch_ids_in_flight;
+    ids.clear();
     for (const auto& s : active) {
         if (s.in_flight && std::find(ids.begin(), ids.end(), s.in_flight_batch) == ids.end()) {
             ids.push_back(s.in_flight_batch);
