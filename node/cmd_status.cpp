@@ -1,6 +1,7 @@
 // `brigade status`: the mesh as one node sees it (GET /v1/mesh), printed for people: the nodes
 // with their state, memory, backend and speed, the committed plan's stages with their layers
-// and timings, and the links' round-trip times. `--json` prints the endpoint's JSON as it is.
+// and timings, the links' round-trip times, and the node's requests (GET /health). `--json`
+// prints /v1/mesh's JSON as it is.
 //
 //   brigade status                              # the node serving on 127.0.0.1:8177
 //   brigade status --url http://10.0.0.5:8177 --json
@@ -133,6 +134,19 @@ std::string join_addresses(const json& node) {
     return out.empty() ? "-" : out;
 }
 
+// "requests at this node: ..." from GET /health's load, or "" where the node reports none.
+std::string format_load(const json& health) {
+    if (!health.is_object() || !health.contains("requests")) return "";
+    std::string out =
+        "requests at this node: " + fixed(number_of(health["requests"], "in_flight"), 0) +
+        " in flight";
+    if (health.contains("head")) {
+        out += "; as the pipeline head: " + fixed(number_of(health["head"], "running"), 0) +
+               " running, " + fixed(number_of(health["head"], "queued"), 0) + " queued";
+    }
+    return out + "\n";
+}
+
 std::string format_status(const json& mesh) {
     const json nodes =
         mesh.contains("nodes") && mesh["nodes"].is_array() ? mesh["nodes"] : json::array();
@@ -228,9 +242,15 @@ int status_command(const StatusArgs& args) {
     if (!body.is_object()) return fail(args.url + "/v1/mesh did not answer a JSON object");
     if (args.json) {
         std::printf("%s\n", body.dump(2).c_str());
-    } else {
-        std::fputs(format_status(body).c_str(), stdout);
+        return 0;
     }
+    std::string out = format_status(body);
+    // The node's load is on /health; a node too old to report it just goes without the line.
+    req.target = url->base_path + "/health";
+    if (auto health = http_request(*url, req); health && health->status == 200) {
+        out += format_load(json::parse(health->body, nullptr, /*allow_exceptions=*/false));
+    }
+    std::fputs(out.c_str(), stdout);
     return 0;
 }
 

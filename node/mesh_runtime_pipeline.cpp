@@ -326,10 +326,4 @@ void ModelPipelineHost::stop(std::chrono::milliseconds drain) {
     loaded_.clear();
 }
 
-std::size_t ModelPipelineHost::head_load() const {
-    std::lock_guard lock(mutex_);
-    if (!part_.head) return 0;
-    return part_.head->n_active() + part_.head->n_waiting();
-}
-
 }  // namespace brigade::node

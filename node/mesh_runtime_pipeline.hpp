@@ -64,8 +64,6 @@ public:
     // Shutdown: the head finishes running requests for up to `drain`, then everything stops;
     // requests get 503 "shutting down" from then on. Idempotent.
     void stop(std::chrono::milliseconds drain);
-    // Requests running or queued at this node's head (for a graceful stop).
-    std::size_t head_load() const;
 
 private:
     struct Part {  // this node's share of the active plan

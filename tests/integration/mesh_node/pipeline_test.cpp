@@ -191,6 +191,10 @@ TEST_F(DemoThreeStagesF32, StatusCommandShowsNodesPlanAndLinks) {
             EXPECT_NE(r.out.find(layers), std::string::npos) << layers << " missing:\n" << r.out;
         }
         EXPECT_NE(r.out.find(" ms"), std::string::npos) << "no link RTT or timing: " << r.out;
+        // Every node counts the requests that entered there; only the head has slots.
+        EXPECT_NE(r.out.find("requests at this node: "), std::string::npos) << r.out;
+        const bool is_head = node.get() == mesh_->stage_node(0);
+        EXPECT_EQ(r.out.find("as the pipeline head: ") != std::string::npos, is_head) << r.out;
         auto j = run_brigade({"status", "--url", node->base_url(), "--json"}, 30);
         ASSERT_EQ(j.exit_code, 0) << j.err;
         const auto view = nlohmann::json::parse(j.out, nullptr, false);
