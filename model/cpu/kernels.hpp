@@ -96,9 +96,9 @@ struct GroupedActivations {
 };
 // Whether `gemv_rows_grouped` takes w (MLX affine 4 or 8 bits, group a multiple of 32).
 bool grouped_kernel_supports(const WeightMatrix& w);
-// Whether `gemv_rows_grouped` takes batches of 5 and more tokens in tiles of 2 rows x 8 tokens
-// (the kernels dispatched here are AVX-512's); elsewhere it takes them one row and 4 tokens at
-// a time.
+// Whether `gemv_rows_grouped` takes batches of 5 and more tokens in AVX-512's tiles of 2 rows x
+// 8 tokens (the kernels dispatched here are AVX-512's); elsewhere they go through the portable
+// tiles (1 or 2 rows x 8 tokens), which CpuTuning::grouped_max_tokens keeps to 8 tokens.
 bool grouped_token_tiles_available();
 // Fills group_sum (and, for 4-bit, xp) for groups [begin, end) of x[n, w.cols] (group i =
 // token i / n_groups, group i % n_groups).

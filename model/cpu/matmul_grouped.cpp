@@ -16,8 +16,9 @@
 // the other f32 kernels).
 //
 // It serves batches up to CpuTuning::grouped_max_tokens (8, or 16 on AMD with AVX-512): one
-// row and up to 4 tokens at a time, and on AVX-512 batches of 5 and more in token tiles
-// (below); larger batches decode each row to f32 once and use matmul.cpp's tiles.
+// row and up to 4 tokens at a time, and batches of 5 and more in token tiles (below: AVX-512's
+// 2 rows x 8 tokens, and a portable form for the other targets); larger batches decode each
+// row to f32 once and use matmul.cpp's tiles.
 
 #include <algorithm>
 #include <cstring>
@@ -539,6 +540,96 @@ HWY_NOINLINE std::int64_t grouped_token_tiles(const GroupedRows& m, const Groupe
 }
 #endif
 
+#if !(HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+// ---- Batches of 5 and more tokens (other targets) ----
+// The same tiles as the AVX-512 ones above in Highway's portable operations: each code is
+// decoded in registers (converted, scaled and shifted by the group's bias, as `dequantize_row`
+// computes w) once per block of up to 8 tokens, instead of once per 4 tokens in the one-row
+// loop, which made 5 sequences slower than 4 (a 4 + 1 pass). One row per tile where the target
+// has 16 vector registers (8 accumulators, the two decoded vectors, scale and bias), two where
+// it has 32. Measured with the kernels held to AVX2 on a Zen 4 (bench/RESULTS.md, session 26):
+// Qwen2.5-0.5B 4-bit x5 +30-37%, x8 +10-13%, 8-bit x5 +19-24%; Llama-3.2-1B x5 +13-19%, x6-x8
+// within -4%, where 8 tokens' activations of 2048 columns and more leave L1 for every row.
+// NEON takes the two-row form; its speed is not measured.
+constexpr int kGenericTileTokens = 8;
+constexpr int kGenericTileRows = kVectorRegisters >= 32 ? 2 : 1;
+
+// out[i * kGenericTileTokens + t] = dot(row r0 + i, x[t0 + t]) for R rows and T tokens.
+template <int BITS, int R, int T>
+HWY_INLINE void dot_token_tile_generic(const std::uint8_t* base, const GroupedRows& m,
+                                       std::int64_t r0, const GroupedActivations& xa,
+                                       std::int64_t t0, float* out) {
+    const DF df;
+    const auto n = lanes();
+    const std::int64_t group = m.w.group_size;
+    const std::int64_t n_groups = m.n_groups;
+    const std::int64_t cols = m.w.cols;
+    const std::int64_t row_bytes = m.w.row_bytes();
+    const float* x = xa.x + t0 * cols;
+    hn::Vec<DF> a[R][T];
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) a[i][t] = hn::Zero(df);
+    }
+    const std::uint8_t* codes[R];
+    for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
+    HWY_ALIGN float scale[R][kGroupChunk];
+    HWY_ALIGN float bias[R][kGroupChunk];
+    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
+        const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
+        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
+        for (std::int64_t g = 0; g < count; ++g) {
+            const std::int64_t c_begin = (g0 + g) * group;
+            hn::Vec<DF> s[R], b[R];
+            for (int i = 0; i < R; ++i) {
+                if (m.prefetch_bytes > 0) {
+                    hwy::Prefetch(codes[i] + c_begin * BITS / 8 + m.prefetch_bytes);
+                }
+                s[i] = hn::Set(df, scale[i][g]);
+                b[i] = hn::Set(df, bias[i][g]);
+            }
+            for (std::int64_t c = c_begin; c < c_begin + group; c += 2 * n) {
+                // Weights of columns [c, c + 2n) in x's order (4-bit: even elements, then odd).
+                hn::Vec<DF> lo[R], hi[R];
+                for (int i = 0; i < R; ++i) {
+                    load_codes<BITS>(codes[i], c, lo[i], hi[i]);
+                    lo[i] = hn::MulAdd(lo[i], s[i], b[i]);
+                    hi[i] = hn::MulAdd(hi[i], s[i], b[i]);
+                }
+                for (int t = 0; t < T; ++t) {
+                    const auto xl = hn::LoadU(df, x + t * cols + c);
+                    for (int i = 0; i < R; ++i) a[i][t] = hn::MulAdd(lo[i], xl, a[i][t]);
+                }
+                for (int t = 0; t < T; ++t) {
+                    const auto xh = hn::LoadU(df, x + t * cols + c + n);
+                    for (int i = 0; i < R; ++i) a[i][t] = hn::MulAdd(hi[i], xh, a[i][t]);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) {
+            out[i * kGenericTileTokens + t] = hn::GetLane(hn::SumOfLanes(df, a[i][t]));
+        }
+    }
+}
+
+// As grouped_token_tiles above, for the other targets; kept out of line for the same reason.
+template <int BITS>
+HWY_NOINLINE std::int64_t grouped_token_tiles_generic(const GroupedRows& m,
+                                                      const GroupedActivations& xa, std::int64_t n,
+                                                      std::int64_t row_begin, std::int64_t row_end,
+                                                      const WeightVector* bias, float* y,
+                                                      std::int64_t ldy) {
+    const auto* base = static_cast<const std::uint8_t*>(m.w.data);
+    return for_each_token_tile<kGenericTileRows, kGenericTileTokens>(
+        n, row_begin, row_end, bias, y, ldy,
+        [&](std::int64_t r, std::int64_t t, auto tokens, float* out) BRIGADE_INLINE_LAMBDA {
+            dot_token_tile_generic<BITS, kGenericTileRows, decltype(tokens)::value>(base, m, r, xa,
+                                                                                    t, out);
+        });
+}
+#endif
+
 void GemvRowsGrouped(const WeightMatrix& w, const GroupedActivations& xa, std::int64_t n,
                      std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                      float* y, std::int64_t ldy) {
@@ -549,6 +640,15 @@ void GemvRowsGrouped(const WeightMatrix& w, const GroupedActivations& xa, std::i
         row_begin = w.bits == 4
                         ? grouped_token_tiles<4>(m, xa, n, row_begin, row_end, bias, y, ldy)
                         : grouped_token_tiles<8>(m, xa, n, row_begin, row_end, bias, y, ldy);
+    }
+#else
+    if (n > 4) {
+        const GroupedRows m{w, w.cols / w.group_size, xa.prefetch_bytes,
+                            w.rows * (w.cols / w.group_size), xa.next_tile_prefetch_row_bytes};
+        row_begin =
+            w.bits == 4
+                ? grouped_token_tiles_generic<4>(m, xa, n, row_begin, row_end, bias, y, ldy)
+                : grouped_token_tiles_generic<8>(m, xa, n, row_begin, row_end, bias, y, ldy);
     }
 #endif
     if (w.bits == 4) {

@@ -150,13 +150,13 @@ TEST(CpuMatmul, DecodeKernelsF32ActivationsAllFormatsAndThreadCounts) {
     }
 }
 
-// Batches of 5-16 tokens (the limits forced up to 16 here): 4- and 8-bit weights through the
-// grouped kernels (on AVX-512 their token tiles, 2 rows x up to 8 tokens; elsewhere one row
-// and 4 tokens at a time), BF16 and F16 rows through gemv_rows_plain_tiles (2 rows x up to 8
-// or 4 tokens, odd column counts for the scalar tail). Token blocks of every size (5, 9 = 8 + 1,
-// 16 = 8 + 8), rows left over by the 2-row tiles and the 16-row spans, each group size, bias.
-// Every (row, token) output is one chain over the columns, so every split of the rows over 1-7
-// threads gives the same bits, close to the reference.
+// Batches of 5-16 tokens (the limits forced up to 16 here), on every compiled target: 4- and
+// 8-bit weights through the grouped kernels' token tiles (AVX-512: 2 rows x up to 8 tokens;
+// the portable ones: 1 or 2 rows x up to 8), BF16 and F16 rows through gemv_rows_plain_tiles
+// (2 rows x up to 8 or 4 tokens, odd column counts for the scalar tail). Token blocks of every size
+// (5, 9 = 8 + 1, 16 = 8 + 8), rows left over by the 2-row tiles and the 16-row spans, each group
+// size, bias. Every (row, token) output is one chain over the columns, so every split of the rows
+// over 1-7 threads gives the same bits, close to the reference.
 TEST(CpuMatmul, BatchesOf5To16GiveTheSameBitsForEveryRowSplit) {
     CpuTuning tuning;
     tuning.int16_activations = false;
@@ -179,36 +179,41 @@ TEST(CpuMatmul, BatchesOf5To16GiveTheSameBitsForEveryRowSplit) {
     }
     const auto bias = test::random_floats(37, 5);
     const WeightVector b{DType::kF32, 37, bias.data()};
-    for (const auto& c : cases) {
-        for (std::int64_t n : {5, 7, 8, 9, 13, 16}) {
-            const auto rows = c.w.view.rows;
-            const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols),
-                                               static_cast<std::uint32_t>(n + 3));
-            std::vector<float> expect(static_cast<std::size_t>(n * rows));
-            ref->matmul(c.w.view, x.data(), n, expect.data());
-            for (std::int64_t t = 0; t < n; ++t) {
-                for (std::int64_t r = 0; r < rows; ++r) {
-                    expect[static_cast<std::size_t>(t * rows + r)] +=
-                        bias[static_cast<std::size_t>(r)];
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        for (const auto& c : cases) {
+            for (std::int64_t n : {5, 7, 8, 9, 13, 16}) {
+                const auto rows = c.w.view.rows;
+                const auto x = test::random_floats(static_cast<std::size_t>(n * c.w.view.cols),
+                                                   static_cast<std::uint32_t>(n + 3));
+                std::vector<float> expect(static_cast<std::size_t>(n * rows));
+                ref->matmul(c.w.view, x.data(), n, expect.data());
+                for (std::int64_t t = 0; t < n; ++t) {
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                        expect[static_cast<std::size_t>(t * rows + r)] +=
+                            bias[static_cast<std::size_t>(r)];
+                    }
                 }
-            }
-            std::vector<float> first;
-            for (int threads : {1, 2, 3, 7}) {
-                CpuBackend cpu(BackendOptions{threads}, tuning);
-                std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
-                cpu.matmul(c.w.view, x.data(), n, y.data(), &b);
-                const std::string what =
-                    c.what + " n=" + std::to_string(n) + " threads=" + std::to_string(threads);
-                expect_close_matmul(c.w, x, n, y, expect, what);
-                if (first.empty()) {
-                    first = y;
-                } else {
-                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
-                        << what;
+                std::vector<float> first;
+                for (int threads : {1, 2, 3, 7}) {
+                    CpuBackend cpu(BackendOptions{threads}, tuning);
+                    std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+                    cpu.matmul(c.w.view, x.data(), n, y.data(), &b);
+                    const std::string what = c.what + " n=" + std::to_string(n) +
+                                             " threads=" + std::to_string(threads) + " " +
+                                             hwy::TargetName(target);
+                    expect_close_matmul(c.w, x, n, y, expect, what);
+                    if (first.empty()) {
+                        first = y;
+                    } else {
+                        EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float)))
+                            << what;
+                    }
                 }
             }
         }
     }
+    hwy::SetSupportedTargetsForTest(0);
 }
 
 // The grouped kernels and the BF16/F16 tiles take batches up to 16 tokens only where their
