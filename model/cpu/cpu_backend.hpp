@@ -114,11 +114,12 @@ struct CpuTuning {
     // (matmul_grouped.cpp); false: the plain fused kernel of matmul.cpp.
     bool grouped_quant = true;
     // With it, decodes of up to this many tokens (where AMX does not take them) go through the
-    // grouped kernels: one row and up to 4 tokens at a time, and on AVX-512 batches of 5 and
-    // more in tiles of 2 rows x 8 tokens (matmul_grouped.cpp), each code decoded in registers
-    // once per pass; larger batches dequantize each row to f32 for matmul.cpp's dot tiles (or
-    // its token vectors). Before session 25 that limit was 4, and 5 sequences decoded slower
-    // than 4. Paired steps, B = the limit at 4 (`--ab grouped-max-tokens=4`), B / A:
+    // grouped kernels: one row and up to 4 tokens at a time, and batches of 5 and more in tiles
+    // of up to 8 tokens (AVX-512: 2 rows; other targets: 1 or 2, matmul_grouped.cpp), each
+    // code decoded in registers once per pass; larger batches dequantize each row to f32 for
+    // matmul.cpp's dot tiles (or its token vectors). Before session 25 that limit was 4, and 5
+    // sequences decoded slower than 4. Paired steps, B = the limit at 4 (`--ab
+    // grouped-max-tokens=4`), B / A:
     //  - a 2-vCPU Zen 4: x5 0.58-0.62, x8 0.69-0.81 (AVX-512); x5 0.64-0.76, x8 0.76-0.95 with
     //    the kernels held to AVX2;
     //  - the lent 16-vCPU Xeon held to AVX-512 (run 102): x5 0.61-0.83, x8 0.81-1.01; held to
