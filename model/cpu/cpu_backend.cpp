@@ -469,10 +469,10 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
                               tuning_.prefetch_bytes);
             return;
         case DecodeInput::Kernel::kPlain:
-            const std::int64_t plain_tiles_max = tuning_.plain_tiles_max_tokens > 0
-                                                     ? tuning_.plain_tiles_max_tokens
-                                                     : default_plain_tiles_max_tokens();
-            if (n > 4 && n <= plain_tiles_max) {
+            // The limit is looked up only for batches of 5 and more (this runs per chunk).
+            if (n > 4 &&
+                n <= (tuning_.plain_tiles_max_tokens > 0 ? tuning_.plain_tiles_max_tokens
+                                                         : default_plain_tiles_max_tokens())) {
                 row_begin = gemv_rows_plain_tiles(w, x, n, row_begin, row_end, bias, y, w.rows,
                                                   tuning_.prefetch_bytes);
             }

@@ -436,6 +436,33 @@ void gemv_rows_q4_lookup(const WeightMatrix& w, const GroupedActivations& xa, st
 }
 #endif
 
+// The group walk of the token tiles below (AVX-512's and the portable ones): for R rows from
+// r0, each chunk of groups' scales and biases widened once, the codes asked for ahead, then
+// group(c_begin, s, b) per group, with s[i] and b[i] row i's scale and bias of the group whose
+// first column is c_begin.
+template <int BITS, int R, class Group>
+HWY_INLINE void for_each_tile_group(const GroupedRows& m, std::int64_t r0,
+                                    const std::uint8_t* const* codes, Group&& group) {
+    HWY_ALIGN float scale[R][kGroupChunk];
+    HWY_ALIGN float bias[R][kGroupChunk];
+    for (std::int64_t g0 = 0; g0 < m.n_groups; g0 += kGroupChunk) {
+        const std::int64_t count = std::min(kGroupChunk, m.n_groups - g0);
+        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
+        for (std::int64_t g = 0; g < count; ++g) {
+            const std::int64_t c_begin = (g0 + g) * m.w.group_size;
+            float s[R], b[R];
+            for (int i = 0; i < R; ++i) {
+                if (m.prefetch_bytes > 0) {
+                    hwy::Prefetch(codes[i] + c_begin * BITS / 8 + m.prefetch_bytes);
+                }
+                s[i] = scale[i][g];
+                b[i] = bias[i][g];
+            }
+            group(c_begin, s, b);
+        }
+    }
+}
+
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // ---- Batches of 5 and more tokens (AVX-512) ----
 // The kernels above take one row at a time and up to 4 tokens, so a larger batch either ran
@@ -457,7 +484,6 @@ template <int BITS, int R, int T>
 HWY_INLINE void dot_token_tile(const std::uint8_t* base, const GroupedRows& m, std::int64_t r0,
                                const GroupedActivations& xa, std::int64_t t0, float* out) {
     const std::int64_t group = m.w.group_size;
-    const std::int64_t n_groups = m.n_groups;
     const std::int64_t cols = m.w.cols;
     const std::int64_t row_bytes = m.w.row_bytes();
     const float* x = xa.x + t0 * cols;
@@ -468,21 +494,14 @@ HWY_INLINE void dot_token_tile(const std::uint8_t* base, const GroupedRows& m, s
     }
     const std::uint8_t* codes[R];
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
-    HWY_ALIGN float scale[R][kGroupChunk];
-    HWY_ALIGN float bias[R][kGroupChunk];
-    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
-        const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
-        for (std::int64_t g = 0; g < count; ++g) {
-            const std::int64_t c_begin = (g0 + g) * group;
+    for_each_tile_group<BITS, R>(
+        m, r0, codes,
+        [&](std::int64_t c_begin, const float* sg, const float* bg) BRIGADE_INLINE_LAMBDA {
             // 4-bit: the group's scale*q + bias for q = 0..15; 8-bit: scale and bias.
             __m512 table[R], s[R], b[R];
             for (int i = 0; i < R; ++i) {
-                if (m.prefetch_bytes > 0) {
-                    hwy::Prefetch(codes[i] + c_begin * BITS / 8 + m.prefetch_bytes);
-                }
-                s[i] = _mm512_set1_ps(scale[i][g]);
-                b[i] = _mm512_set1_ps(bias[i][g]);
+                s[i] = _mm512_set1_ps(sg[i]);
+                b[i] = _mm512_set1_ps(bg[i]);
                 if constexpr (BITS == 4) table[i] = _mm512_fmadd_ps(iota, s[i], b[i]);
             }
             for (std::int64_t c = c_begin; c < c_begin + group; c += 32) {
@@ -514,8 +533,7 @@ HWY_INLINE void dot_token_tile(const std::uint8_t* base, const GroupedRows& m, s
                     for (int i = 0; i < R; ++i) a[i][t] = _mm512_fmadd_ps(hi[i], xh, a[i][t]);
                 }
             }
-        }
-    }
+        });
     for (int i = 0; i < R; ++i) {
         for (int t = 0; t < T; ++t) out[i * kTileTokens + t] = _mm512_reduce_add_ps(a[i][t]);
     }
@@ -562,7 +580,6 @@ HWY_INLINE void dot_token_tile_generic(const std::uint8_t* base, const GroupedRo
     const DF df;
     const auto n = lanes();
     const std::int64_t group = m.w.group_size;
-    const std::int64_t n_groups = m.n_groups;
     const std::int64_t cols = m.w.cols;
     const std::int64_t row_bytes = m.w.row_bytes();
     const float* x = xa.x + t0 * cols;
@@ -572,20 +589,13 @@ HWY_INLINE void dot_token_tile_generic(const std::uint8_t* base, const GroupedRo
     }
     const std::uint8_t* codes[R];
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
-    HWY_ALIGN float scale[R][kGroupChunk];
-    HWY_ALIGN float bias[R][kGroupChunk];
-    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kGroupChunk) {
-        const std::int64_t count = std::min(kGroupChunk, n_groups - g0);
-        widen_tile_affine<R>(m.w, m.n_groups, r0, g0, count, scale, bias);
-        for (std::int64_t g = 0; g < count; ++g) {
-            const std::int64_t c_begin = (g0 + g) * group;
+    for_each_tile_group<BITS, R>(
+        m, r0, codes,
+        [&](std::int64_t c_begin, const float* sg, const float* bg) BRIGADE_INLINE_LAMBDA {
             hn::Vec<DF> s[R], b[R];
             for (int i = 0; i < R; ++i) {
-                if (m.prefetch_bytes > 0) {
-                    hwy::Prefetch(codes[i] + c_begin * BITS / 8 + m.prefetch_bytes);
-                }
-                s[i] = hn::Set(df, scale[i][g]);
-                b[i] = hn::Set(df, bias[i][g]);
+                s[i] = hn::Set(df, sg[i]);
+                b[i] = hn::Set(df, bg[i]);
             }
             for (std::int64_t c = c_begin; c < c_begin + group; c += 2 * n) {
                 // Weights of columns [c, c + 2n) in x's order (4-bit: even elements, then odd).
@@ -604,8 +614,7 @@ HWY_INLINE void dot_token_tile_generic(const std::uint8_t* base, const GroupedRo
                     for (int i = 0; i < R; ++i) a[i][t] = hn::MulAdd(hi[i], xh, a[i][t]);
                 }
             }
-        }
-    }
+        });
     for (int i = 0; i < R; ++i) {
         for (int t = 0; t < T; ++t) {
             out[i * kGenericTileTokens + t] = hn::GetLane(hn::SumOfLanes(df, a[i][t]));
