@@ -110,11 +110,11 @@ void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std:
                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                        float* y, std::int64_t ldy);
 
-// Activations of a 4-bit quantized-weight GEMV split into four int8 digits each
-// (matmul_split_int8*.cpp; AVX-512 VNNI or AVX-VNNI): for weight group g of a token,
-//     x ≈ step_g · (d0 + d1·2^-6 + d2·2^-12 + d3·2^-17),  step_g = max|x_g| / 127,
-// within half the last digit (3e-8 · max|x_g|): f32-class precision through integer dot
-// products. `unit` is step_g · 2^-17. Layout of `digits` in matmul_split_int8.cpp.
+// Activations of a 4-bit quantized-weight GEMV split into two int8 digits each
+// (matmul_split_int8*.cpp; AVX-512 VNNI, AVX-VNNI or Arm sdot): for weight group g of a token,
+//     x ≈ step_g · (d0 + d1·2^-7),  step_g = max|x_g| / 127,
+// within half the last digit (3.1e-5 · max|x_g|; matmul_split_int8.cpp says why that suffices).
+// `unit` is step_g · 2^-7. Layout of `digits` in matmul_split_int8.cpp.
 struct SplitInt8Activations {
     const std::int8_t* digits = nullptr;  // [n, split_int8_token_bytes(w)]
     const float* unit = nullptr;          // [n, n_groups]: unit_g above

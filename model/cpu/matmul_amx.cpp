@@ -1,6 +1,7 @@
 // Decode of 3-31 tokens on MLX affine 4- and 8-bit weights through AMX tile multiplies (Intel
-// Xeon from Sapphire Rapids on), with the activations split into the four int8 digits of the
-// split-int8 path (matmul_split_int8.cpp): the same f32-class precision.
+// Xeon from Sapphire Rapids on), with the activations split into four int8 digits by the
+// split-int8 quantizer (matmul_split_int8.cpp, split_int8::kAmxDigits; the one- and two-token
+// GEMV takes two): f32-class precision, as prompts take these tiles too.
 //
 // Why: a batch of decode tokens with f32 activations costs an FMA per weight and token, and the
 // weight's decode on top; on the lent 16-vCPU Xeons 4 sequences of Qwen2.5-0.5B q4 decoded only
@@ -16,7 +17,7 @@
 //   B_k (K/4 x 64 bytes):  digit k of the same elements of the 16 tokens, in the dot-product
 //                          layout (B_k[p/4][4t + p%4] = digit k of token t at K position p);
 //   C_k = A · B_k          S_k[r][t] = Σ q·d_k over the group, exact in int32;
-// and, as in the one-token kernel, with unit_tg = step_tg · 2^-17,
+// and with unit_tg = step_tg · 2^-17,
 //   Σ q·x = unit_tg · (2^11 · (S0·2^6 + S1) + (S2·2^5 + S3))
 //   y[t][r] += scale_rg · unit_tg · that + bias_rg · Σx_tg.
 // K is the group (64 at most per tile; groups of 128 take two tiles into the same sums). The
@@ -57,7 +58,9 @@ namespace {
 
 constexpr std::int64_t kTileTokens = 16;
 constexpr std::int64_t kTileRows = 16;
-constexpr int kDigits = split_int8::kDigits;
+// Four digits (split_int8::kAmxDigits): prompts take these tiles too.
+constexpr const split_int8::DigitPlan& kPlan = split_int8::kAmxDigits;
+constexpr int kDigits = kPlan.count;
 // Batches up to this many tokens take narrow blocks (Layout).
 constexpr std::int64_t kNarrowMaxTokens = 8;
 
@@ -101,8 +104,7 @@ Layout layout_of(std::int64_t n) {
 constexpr auto kDigitWeight = [] {
     std::array<float, kDigits> weight{};
     for (int k = 0; k < kDigits; ++k) {
-        weight[k] = static_cast<float>(
-            1u << (split_int8::kPosition[kDigits - 1] - split_int8::kPosition[k]));
+        weight[k] = static_cast<float>(1u << (kPlan.position[kDigits - 1] - kPlan.position[k]));
     }
     return weight;
 }();
@@ -145,7 +147,7 @@ std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n) {
 }
 
 std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n) {
-    return n * split_int8_token_bytes(w);
+    return n * split_int8::token_bytes(w, kPlan);
 }
 
 std::int64_t amx_row_scratch_floats(const WeightMatrix& w) {
@@ -171,13 +173,14 @@ alignas(64) constexpr auto kInterleave = [] {
 void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t g,
                    const AmxBuffers& buf) {
     const std::int64_t n_groups = w.cols / w.group_size;
-    const std::int64_t token_bytes = split_int8_token_bytes(w);
+    const std::int64_t token_bytes = split_int8::token_bytes(w, kPlan);
     const std::int64_t group = w.group_size;
     const std::int64_t kb = k_bytes(w);
     const Layout layout = layout_of(n);
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t i = t * n_groups + g;
-        split_int8::split_avx512(w, x, i, i + 1, buf.staging, buf.staging_unit, buf.staging_sum);
+        split_int8::split_avx512(kPlan, w, x, i, i + 1, buf.staging, buf.staging_unit,
+                                 buf.staging_sum);
         const std::int64_t block = t / layout.block_tokens * n_groups + g;
         if (layout.narrow) {
             for (int k = 0; k < kDigits; ++k) {
@@ -194,8 +197,7 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
     // and 64 odd ones. A group of 32 or 64 is a run of group / 2 bytes in each; one of 128 is
     // a whole chunk.
     const std::int64_t first = g * group;
-    const std::int64_t chunk_offset =
-        first / split_int8::kChunkElems * split_int8::kChunkDigitBytes;
+    const std::int64_t chunk_offset = first / split_int8::kChunkElems * kPlan.chunk_bytes();
     const std::int64_t in_run = first % split_int8::kChunkElems / 2;
     const std::int64_t tiles_per_step = layout.narrow ? 1 : kDigits;
     for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {

@@ -1,6 +1,6 @@
-// Decode GEMV (one token) for MLX affine 4-bit weights with each activation split into four
-// int8 digits, through AVX-512 VNNI integer dot products: f32-class precision for fewer
-// instructions than f32 arithmetic takes.
+// Decode GEMV (one or two tokens) for MLX affine 4-bit weights with each activation split into
+// two int8 digits, through AVX-512 VNNI integer dot products: fewer instructions than f32
+// arithmetic takes, at a precision far finer than the weights' own.
 //
 // Why: with f32 activations a 4-bit code costs about 6 vector instructions per 32 codes
 // (widen, two table lookups, a shift, two FMAs; matmul_grouped.cpp). On the lent 16-vCPU Xeons
@@ -10,34 +10,43 @@
 // (matmul_int8.cpp) is the cheapest use of it but moves perplexity by 0.5%. Here each
 // activation x of weight group g is
 //
-//     x ≈ step_g · (d0 + d1·2^-6 + d2·2^-12 + d3·2^-17),   step_g = max|x_g| / 127,
+//     x ≈ step_g · (d0 + d1·2^-7),   step_g = max|x_g| / 127,
 //
-// d0 = round(x / step) and each next digit the rounded remainder, so |d0| <= 127,
-// |d1|, |d2| <= 32, |d3| <= 16, and the error, half the last digit, is 2^-18 · step
-// (3.0e-8 · max|x_g|): about f32's own rounding of a product. (Three digits, 2.4e-7 · max|x_g|,
-// kept Hugging Face parity but moved logits by up to 2.8e-5 between a batch and a sequence run
-// alone, twice what the engine's consistency tests allow.)
+// d0 = round(x / step) and d1 the rounded remainder, so |d0| <= 127, |d1| <= 64, and the error,
+// half the last digit, is 2^-8 · step (3.1e-5 · max|x_g|).
+//
+// Why two digits (split_int8::kGemvDigits): until session 27 there were four (positions 0, 6,
+// 12, 17; 3.0e-8 · max|x_g|, f32's own rounding of a product), chosen so that a token decoded
+// alone matched a batch's f32 kernels within the f32 consistency tolerance. But the weights are
+// 4-bit (a code is 1/15 of its group's range), the serving default's f16 KV cache moves the
+// logits by up to 1.3e-3 of the largest on the Hugging Face fixtures, and other engines run
+// these matmuls with f16/bf16 (MLX, 2^-11 / 2^-8 of each value) or int8 activations
+// (llama.cpp). Two digits are 8 to 60 times finer than those; on the fixtures a decoded token's
+// logits moved by at most 4.1e-4 of the largest (HfParity.BatchEqualsAlone bounds it at 1e-3),
+// and every greedy continuation is still Hugging Face's token for token. The dot products per
+// chunk halve: on the lent Xeon, one sequence of Qwen2.5-0.5B and Llama-3.2-1B 4-bit decoded
+// ~10-20% faster and two sequences ~30-50% (runs 112-113). The AMX tiles, which also take
+// prompts (held to Hugging Face's logits within 1e-4 of the largest), keep four digits
+// (kAmxDigits, matmul_amx.cpp); the quantizer takes either plan.
 //
 // Per 64 bytes of codes (128 elements) and row, with S_k = Σ q·d_k over the 8 codes of an int32
 // lane (low nibbles with the even elements, high nibbles with the odd ones):
 //
-//     A = S0·2^17 + S1·2^11 + S2·2^5 + S3,
+//     A = S0·2^7 + S1,
 //
-// exact in int32 (|S0| <= 8·15·127, so |A| < 2^31 even with every digit at ±127): 8 vpdpbusd,
-// 3 shifts and an add, then one conversion, one permute of the group factors and one FMA per
-// lane; 18 instructions with the nibble split, against about 25 in the f32 lookup kernel. A's
-// last place is worth `unit` = step · 2^-17, so each lane adds A · scale · unit of its group.
-// The bias term uses the exact f32 sums of x, as in matmul_grouped.cpp.
+// exact in int32 (|S0| <= 8·15·127): 4 vpdpbusd, a shift and an add, then one conversion, one
+// permute of the group factors and one FMA per lane; 12 instructions with the nibble split,
+// against 18 with four digits and about 25 in the f32 lookup kernel. A's last place is worth
+// `unit` = step · 2^-7, so each lane adds A · scale · unit of its group. The bias term uses the
+// exact f32 sums of x, as in matmul_grouped.cpp.
 //
-// Measured on the lent 16-vCPU Xeon (bench/RESULTS.md, session 12): 4-bit matmuls from cache
-// 3-44% faster than the f32 lookup kernel. 8-bit weights were tried too (4 digits in two
-// chains, as |S0| <= 4·255·127 leaves no room for one): faster on short rows, 5-14% slower on
-// long ones, so 8-bit keeps the f32 kernel. With 2-4 tokens the f32 kernels decode each code
-// once for all of them and are faster, so only one token takes this path.
+// 8-bit weights were tried too (session 12, four digits in two chains): faster on short rows,
+// 5-14% slower on long ones, so 8-bit keeps the f32 kernel. With 3 tokens and more the f32
+// kernels (or AMX tiles) decode each code once for all of them.
 //
 // Layout of the digits, per token: chunks of 128 elements (one 64-byte load of codes; the last
-// chunk zero-padded); per chunk digit 0 to 3 in turn, each 128 bytes: the 64 even elements,
-// then the 64 odd ones.
+// chunk zero-padded); per chunk each digit of the plan in turn, each 128 bytes: the 64 even
+// elements, then the 64 odd ones.
 
 #include "model/cpu/matmul_split_int8.hpp"
 
@@ -90,13 +99,14 @@ inline __mmask16 first_lanes(std::int64_t n) {
 
 namespace {
 
-// The four digits of 16 activations into 16 bytes each at dst + k * 128; `step` is the value of
-// one d0 and `inv` its inverse.
-inline void store_digits(__m512 x, __m512 inv, __m512 step, std::int8_t* dst) {
+// The plan's digits of 16 activations into 16 bytes each at dst + k * 128; `step` is the value
+// of one d0 and `inv` its inverse.
+inline void store_digits(const DigitPlan& plan, __m512 x, __m512 inv, __m512 step,
+                         std::int8_t* dst) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __m512 r = x;  // what the digits so far leave
-    for (int k = 0; k < kDigits; ++k) {
-        const float finer = static_cast<float>(1 << kPosition[k]);  // exact powers of two
+    for (int k = 0; k < plan.count; ++k) {
+        const float finer = static_cast<float>(1 << plan.position[k]);  // exact powers of two
         const __m512 v = _mm512_roundscale_ps(
             _mm512_mul_ps(r, _mm512_mul_ps(inv, _mm512_set1_ps(finer))), kNearest);
         // r - v·step/finer with one rounding: v·step/finer is within half a digit of r, so the
@@ -120,8 +130,8 @@ inline void group_max_sum(const float* xg, std::int64_t group, float& m, float& 
     s = _mm512_reduce_add_ps(total);
 }
 
-inline void store_block(const float* xb, float inv, float step, std::int8_t* even,
-                        std::int8_t* odd) {
+inline void store_block(const DigitPlan& plan, const float* xb, float inv, float step,
+                        std::int8_t* even, std::int8_t* odd) {
     // Even and odd elements of 32 (two vectors).
     const __m512i even_index =
         _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -129,17 +139,17 @@ inline void store_block(const float* xb, float inv, float step, std::int8_t* eve
         _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
     const __m512 vinv = _mm512_set1_ps(inv), vstep = _mm512_set1_ps(step);
-    store_digits(_mm512_permutex2var_ps(a, even_index, b), vinv, vstep, even);
-    store_digits(_mm512_permutex2var_ps(a, odd_index, b), vinv, vstep, odd);
+    store_digits(plan, _mm512_permutex2var_ps(a, even_index, b), vinv, vstep, even);
+    store_digits(plan, _mm512_permutex2var_ps(a, odd_index, b), vinv, vstep, odd);
 }
 
 #include "model/cpu/matmul_split_int8_quantize-inl.hpp"
 
 }  // namespace
 
-void split_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-                  std::int8_t* digits, float* unit, float* sum) {
-    split_groups(w, x, begin, end, digits, unit, sum);
+void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
+                  std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
+    split_groups(plan, w, x, begin, end, digits, unit, sum);
 }
 
 // A chunk's digits: 4 digits x (even elements, odd ones).
@@ -150,22 +160,15 @@ struct ChunkDigits {
     }
 };
 
-// A = Σ_k S_k · 2^(17 - kPosition[k]) for one chunk of 64 code bytes (its low and high
-// nibbles), from two chains of two digits (half the latency of one chain of four) joined by a
-// shift and an add.
+// A = S0 · 2^7 + S1 for one chunk of 64 code bytes (its low and high nibbles): a chain per digit,
+// joined by a shift and an add.
 HWY_INLINE __m512i chunk_sum(__m512i lo, __m512i hi, const ChunkDigits& d) {
     const __m512i zero = _mm512_setzero_si512();
     __m512i a = _mm512_dpbusd_epi32(zero, lo, d.v[0]);
-    __m512i b = _mm512_dpbusd_epi32(zero, lo, d.v[4]);
+    __m512i b = _mm512_dpbusd_epi32(zero, lo, d.v[2]);
     a = _mm512_dpbusd_epi32(a, hi, d.v[1]);
-    b = _mm512_dpbusd_epi32(b, hi, d.v[5]);
-    a = _mm512_slli_epi32(a, kPosition[1] - kPosition[0]);
-    b = _mm512_slli_epi32(b, kPosition[3] - kPosition[2]);
-    a = _mm512_dpbusd_epi32(a, lo, d.v[2]);
-    b = _mm512_dpbusd_epi32(b, lo, d.v[6]);
-    a = _mm512_dpbusd_epi32(a, hi, d.v[3]);
-    b = _mm512_dpbusd_epi32(b, hi, d.v[7]);
-    return _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[3] - kPosition[1]), b);
+    b = _mm512_dpbusd_epi32(b, hi, d.v[3]);
+    return _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[1] - kPosition[0]), b);
 }
 
 // out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]: token t's digits), without the
@@ -393,12 +396,13 @@ void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, con
                             float* sum) {
 #if BRIGADE_INT8_NEON_DOT
     (void)variant;
-    split_int8::split_neon(w, x, begin, end, digits, unit, sum);
+    split_int8::split_neon(split_int8::kGemvDigits, w, x, begin, end, digits, unit, sum);
 #else
     if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
-        return split_int8::split_avx512(w, x, begin, end, digits, unit, sum);
+        return split_int8::split_avx512(split_int8::kGemvDigits, w, x, begin, end, digits, unit,
+                                        sum);
     }
-    split_int8::split_avx2(w, x, begin, end, digits, unit, sum);
+    split_int8::split_avx2(split_int8::kGemvDigits, w, x, begin, end, digits, unit, sum);
 #endif
 }
 

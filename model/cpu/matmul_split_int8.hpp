@@ -13,19 +13,41 @@
 
 namespace brigade::model::cpu::split_int8 {
 
-inline constexpr int kDigits = 4;
-// Where digit k sits below d0, in bits: x ≈ step · Σ_k d_k · 2^-kPosition[k].
-inline constexpr int kPosition[kDigits] = {0, 6, 12, 17};
-// `unit` (the last place of a lane's sum) in steps.
-inline constexpr float kUnitInSteps = 1.0f / (1 << 17);
-inline constexpr std::int64_t kChunkBytes = 64;        // code bytes of a chunk
-inline constexpr std::int64_t kChunkElems = 128;       // their elements
-inline constexpr std::int64_t kChunkDigitBytes = 512;  // their digits: 4 x (64 even + 64 odd)
+// How an activation is split into int8 digits: x ≈ step · Σ_k d_k · 2^-position[k], where
+// step = max|x_g| / 127 is the value of one d0 and each next digit the rounded remainder.
+struct DigitPlan {
+    int count;
+    int position[4];
+    // Bytes of a chunk's digits: count x (64 even elements + 64 odd ones).
+    constexpr std::int64_t chunk_bytes() const { return 128 * count; }
+    // The last digit's place (`unit`) in steps.
+    constexpr float unit_in_steps() const {
+        return 1.0f / static_cast<float>(1 << position[count - 1]);
+    }
+};
+// The one- and two-token GEMV: two digits, |d0| <= 127 and |d1| <= 64, within 2^-8 of a step
+// (3.1e-5 · max|x_g|); matmul_split_int8.cpp says why two.
+inline constexpr DigitPlan kGemvDigits{2, {0, 7, 0, 0}};
+// The AMX tiles (matmul_amx.cpp), which also take prompts, where the logits are held to Hugging
+// Face's within 1e-4 of the largest: four digits, within 2^-18 of a step (3.0e-8 · max|x_g|).
+inline constexpr DigitPlan kAmxDigits{4, {0, 6, 12, 17}};
+
+// The GEMV's plan, which its kernels are written for.
+inline constexpr int kDigits = kGemvDigits.count;
+inline constexpr auto& kPosition = kGemvDigits.position;
+inline constexpr float kUnitInSteps = kGemvDigits.unit_in_steps();
+inline constexpr std::int64_t kChunkBytes = 64;   // code bytes of a chunk
+inline constexpr std::int64_t kChunkElems = 128;  // their elements
+inline constexpr std::int64_t kChunkDigitBytes = kGemvDigits.chunk_bytes();
 // Groups whose scales are widened (and factors computed) per pass over a row tile.
 inline constexpr std::int64_t kFactorGroups = 64;
 
 inline std::int64_t n_chunks(const WeightMatrix& w) {
     return (w.cols + kChunkElems - 1) / kChunkElems;
+}
+// Bytes of one token's digits under `plan`.
+inline std::int64_t token_bytes(const WeightMatrix& w, const DigitPlan& plan) {
+    return n_chunks(w) * plan.chunk_bytes();
 }
 inline int group_shift(const WeightMatrix& w) {
     return w.group_size == 32 ? 5 : (w.group_size == 64 ? 6 : 7);
@@ -41,11 +63,11 @@ struct Tile {
 
 // After a token's last group: zeroes the digits past the row's end in its last chunk, so that
 // the padded codes (loaded as zero) meet zero digits. `token`: the token's digits.
-inline void zero_padding(const WeightMatrix& w, std::int8_t* token) {
+inline void zero_padding(const WeightMatrix& w, const DigitPlan& plan, std::int8_t* token) {
     const std::int64_t used_bytes = w.cols % kChunkElems / 2;
     if (used_bytes == 0) return;
-    std::int8_t* base = token + (n_chunks(w) - 1) * kChunkDigitBytes;
-    for (int half = 0; half < 2 * kDigits; ++half) {
+    std::int8_t* base = token + (n_chunks(w) - 1) * plan.chunk_bytes();
+    for (int half = 0; half < 2 * plan.count; ++half) {
         std::memset(base + half * 64 + used_bytes, 0, static_cast<std::size_t>(64 - used_bytes));
     }
 }
@@ -81,8 +103,8 @@ void for_each_row_tile(std::int64_t row_begin, std::int64_t row_end, const Weigh
 
 #if BRIGADE_INT8_X86
 // AVX-512 (F, BW, VL, VNNI): 64 code bytes a step.
-void split_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-                  std::int8_t* digits, float* unit, float* sum);
+void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
+                  std::int64_t end, std::int8_t* digits, float* unit, float* sum);
 void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                  std::int64_t row_end, const WeightVector* bias, float* y);
 // Two tokens, each chunk's codes unpacked once for both.
@@ -91,16 +113,16 @@ void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
                      const WeightVector* bias, float* y0, float* y1);
 // AVX2 + AVX-VNNI: 32 code bytes a step. The AVX2 quantizer gives the AVX-512 one's digits bit
 // for bit (the same f32 operations), its sums in another order.
-void split_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-                std::int8_t* digits, float* unit, float* sum);
+void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
+                std::int64_t end, std::int8_t* digits, float* unit, float* sum);
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y);
 #endif
 #if BRIGADE_INT8_NEON_DOT
 // 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer does
 // the AVX-512 one's f32 operations, its sums in another order.
-void split_neon(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-                std::int8_t* digits, float* unit, float* sum);
+void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
+                std::int64_t end, std::int8_t* digits, float* unit, float* sum);
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y);
 #endif

@@ -6,7 +6,7 @@
 // only groups of 32 need a permute of the factors.
 //
 // With 16 vector registers the digits are not kept in registers: vpdpbusd reads them from
-// memory (L1), 8 loads per row and half-chunk.
+// memory (L1), 4 loads per row and half-chunk.
 //
 // Also the AVX2 quantizer: the digits of the AVX-512 one bit for bit (the same f32 operations
 // on each element), the f32 group sums in another order.
@@ -47,13 +47,14 @@ inline __m256 deinterleave(__m256 a, __m256 b, bool odd) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xD8));
 }
 
-// The four digits of 16 activations (x0: the first 8, x1: the next) into 16 bytes each at
+// The plan's digits of 16 activations (x0: the first 8, x1: the next) into 16 bytes each at
 // dst + k * 128, with the operations of matmul_split_int8.cpp's store_digits.
-inline void store_digits(__m256 x0, __m256 x1, __m256 inv, __m256 step, std::int8_t* dst) {
+inline void store_digits(const DigitPlan& plan, __m256 x0, __m256 x1, __m256 inv, __m256 step,
+                         std::int8_t* dst) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __m256 r0 = x0, r1 = x1;
-    for (int k = 0; k < kDigits; ++k) {
-        const float finer = static_cast<float>(1 << kPosition[k]);
+    for (int k = 0; k < plan.count; ++k) {
+        const float finer = static_cast<float>(1 << plan.position[k]);
         const __m256 scale = _mm256_mul_ps(inv, _mm256_set1_ps(finer));
         const __m256 back = _mm256_mul_ps(step, _mm256_set1_ps(1.0f / finer));
         const __m256 v0 = _mm256_round_ps(_mm256_mul_ps(r0, scale), kNearest);
@@ -81,13 +82,13 @@ inline void group_max_sum(const float* xg, std::int64_t group, float& m, float& 
     s = hsum(total);
 }
 
-inline void store_block(const float* xb, float inv, float step, std::int8_t* even,
-                        std::int8_t* odd) {
+inline void store_block(const DigitPlan& plan, const float* xb, float inv, float step,
+                        std::int8_t* even, std::int8_t* odd) {
     const __m256 a = _mm256_loadu_ps(xb), b = _mm256_loadu_ps(xb + 8);
     const __m256 c = _mm256_loadu_ps(xb + 16), d = _mm256_loadu_ps(xb + 24);
     const __m256 vinv = _mm256_set1_ps(inv), vstep = _mm256_set1_ps(step);
-    store_digits(deinterleave(a, b, false), deinterleave(c, d, false), vinv, vstep, even);
-    store_digits(deinterleave(a, b, true), deinterleave(c, d, true), vinv, vstep, odd);
+    store_digits(plan, deinterleave(a, b, false), deinterleave(c, d, false), vinv, vstep, even);
+    store_digits(plan, deinterleave(a, b, true), deinterleave(c, d, true), vinv, vstep, odd);
 }
 
 #include "model/cpu/matmul_split_int8_quantize-inl.hpp"
@@ -105,22 +106,16 @@ inline __m256i load32(const std::int8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
-// A = Σ_k S_k · 2^(17 - kPosition[k]) for 32 code bytes (their low and high nibbles); `d`:
+// A = S0 · 2^7 + S1 for 32 code bytes (their low and high nibbles); `d`:
 // the digits at the half-chunk's offset within its chunk (digit k even at d + 128k, odd at
 // d + 128k + 64).
 inline __m256i half_chunk_sum(__m256i lo, __m256i hi, const std::int8_t* d) {
     const __m256i zero = _mm256_setzero_si256();
     __m256i a = _mm256_dpbusd_avx_epi32(zero, lo, load32(d));
-    __m256i b = _mm256_dpbusd_avx_epi32(zero, lo, load32(d + 256));
+    __m256i b = _mm256_dpbusd_avx_epi32(zero, lo, load32(d + 128));
     a = _mm256_dpbusd_avx_epi32(a, hi, load32(d + 64));
-    b = _mm256_dpbusd_avx_epi32(b, hi, load32(d + 320));
-    a = _mm256_slli_epi32(a, kPosition[1] - kPosition[0]);
-    b = _mm256_slli_epi32(b, kPosition[3] - kPosition[2]);
-    a = _mm256_dpbusd_avx_epi32(a, lo, load32(d + 128));
-    b = _mm256_dpbusd_avx_epi32(b, lo, load32(d + 384));
-    a = _mm256_dpbusd_avx_epi32(a, hi, load32(d + 192));
-    b = _mm256_dpbusd_avx_epi32(b, hi, load32(d + 448));
-    return _mm256_add_epi32(_mm256_slli_epi32(a, kPosition[3] - kPosition[1]), b);
+    b = _mm256_dpbusd_avx_epi32(b, hi, load32(d + 192));
+    return _mm256_add_epi32(_mm256_slli_epi32(a, kPosition[1] - kPosition[0]), b);
 }
 
 // out[i] = row r0 + i · x for R rows, without the rows' additive bias. G32: groups of 32 (two
@@ -192,9 +187,9 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
 
 }  // namespace
 
-void split_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-                std::int8_t* digits, float* unit, float* sum) {
-    split_groups(w, x, begin, end, digits, unit, sum);
+void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
+                std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
+    split_groups(plan, w, x, begin, end, digits, unit, sum);
 }
 
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,

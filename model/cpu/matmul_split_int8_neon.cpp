@@ -5,12 +5,12 @@
 // Why on Arm: the f32 kernels run 4 lanes per NEON instruction, so a 4-bit code costs about one
 // instruction (widening, conversion and FMA of 4 codes take 3-4). sdot multiplies 16 signed
 // bytes by 16 and sums them by fours into 4 int32 lanes. Per 16 code bytes (32 elements) and
-// row: AND, shift, 8 sdot, 3 shifts, an add, a conversion and an FMA, 16 instructions, against
+// row: AND, shift, 4 sdot, a multiply-add, a conversion and an FMA, 9 instructions, against
 // about 30 for the same codes in the f32 grouped kernel.
 //
 // Codes (0..15) are valid signed bytes, so sdot (signed x signed) takes them as they are. A lane
 // sums 4 low-nibble and 4 high-nibble products per digit, the 8 products of the x86 lanes, so
-// A = S0·2^17 + S1·2^11 + S2·2^5 + S3 is exact in int32 here too. Groups are 32 elements or
+// A = S0·2^7 + S1 is exact in int32 here too. Groups are 32 elements or
 // more and start on multiples of 32, so the 32 elements of a step lie in one group: one factor
 // per step. Rows are a whole number of steps (cols is a multiple of the group), so no code byte
 // past a row is read and the last chunk needs no mask.
@@ -33,14 +33,15 @@
 namespace brigade::model::cpu::split_int8 {
 namespace {
 
-// The four digits of 16 activations (four vectors) into 16 bytes each at dst + k * 128; `step`
+// The plan's digits of 16 activations (four vectors) into 16 bytes each at dst + k * 128; `step`
 // is the value of one d0 and `inv` its inverse. The operations and roundings are the AVX-512
 // quantizer's, so the digits should be the same (NaN activations aside; never compared across
 // the two machines).
-inline void store_digits(const float32x4_t (&x)[4], float inv, float step, std::int8_t* dst) {
+inline void store_digits(const DigitPlan& plan, const float32x4_t (&x)[4], float inv, float step,
+                         std::int8_t* dst) {
     float32x4_t r[4] = {x[0], x[1], x[2], x[3]};  // what the digits so far leave
-    for (int k = 0; k < kDigits; ++k) {
-        const float finer = static_cast<float>(1 << kPosition[k]);  // exact powers of two
+    for (int k = 0; k < plan.count; ++k) {
+        const float finer = static_cast<float>(1 << plan.position[k]);  // exact powers of two
         const float32x4_t scale = vdupq_n_f32(inv * finer);
         const float32x4_t back = vdupq_n_f32(step * (1.0f / finer));
         int16x4_t narrow[4];
@@ -66,16 +67,16 @@ inline void group_max_sum(const float* xg, std::int64_t group, float& m, float& 
     s = vaddvq_f32(total);
 }
 
-inline void store_block(const float* xb, float inv, float step, std::int8_t* even,
-                        std::int8_t* odd) {
+inline void store_block(const DigitPlan& plan, const float* xb, float inv, float step,
+                        std::int8_t* even, std::int8_t* odd) {
     float32x4_t e[4], o[4];
     for (int j = 0; j < 4; ++j) {
         const float32x4x2_t pair = vld2q_f32(xb + 8 * j);  // de-interleaves even and odd
         e[j] = pair.val[0];
         o[j] = pair.val[1];
     }
-    store_digits(e, inv, step, even);
-    store_digits(o, inv, step, odd);
+    store_digits(plan, e, inv, step, even);
+    store_digits(plan, o, inv, step, odd);
 }
 
 #include "model/cpu/matmul_split_int8_quantize-inl.hpp"
@@ -88,22 +89,16 @@ inline float32x4_t load_affine(DType dtype, const void* base, std::int64_t index
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));  // bf16: the high half of f32
 }
 
-// A = Σ_k S_k · 2^(17 - kPosition[k]) for 16 code bytes (their low and high nibbles) and the
-// matching digits (d: digit k's even elements at d + 128k, odd ones at d + 128k + 64), from two
-// chains of two digits joined by a multiply-add (a shift and an add on x86's chunk_sum).
+// A = S0 · 2^7 + S1 for 16 code bytes (their low and high nibbles) and the matching digits
+// (d[2k]: digit k's even elements, d[2k + 1]: its odd ones), a chain per digit joined by a
+// multiply-add (a shift and an add on x86's chunk_sum).
 inline int32x4_t step_sum(int8x16_t lo, int8x16_t hi, const int8x16_t (&d)[2 * kDigits]) {
     const int32x4_t zero = vdupq_n_s32(0);
     int32x4_t a = vdotq_s32(zero, lo, d[0]);
-    int32x4_t b = vdotq_s32(zero, lo, d[4]);
+    int32x4_t b = vdotq_s32(zero, lo, d[2]);
     a = vdotq_s32(a, hi, d[1]);
-    b = vdotq_s32(b, hi, d[5]);
-    a = vshlq_n_s32(a, kPosition[1] - kPosition[0]);
-    b = vshlq_n_s32(b, kPosition[3] - kPosition[2]);
-    a = vdotq_s32(a, lo, d[2]);
-    b = vdotq_s32(b, lo, d[6]);
-    a = vdotq_s32(a, hi, d[3]);
-    b = vdotq_s32(b, hi, d[7]);
-    return vmlaq_n_s32(b, a, 1 << (kPosition[3] - kPosition[1]));  // b + a·2^11
+    b = vdotq_s32(b, hi, d[3]);
+    return vmlaq_n_s32(b, a, 1 << (kPosition[1] - kPosition[0]));
 }
 
 // out[i] = row r0 + i · x for R rows, without the rows' additive bias. The rows share each
@@ -170,9 +165,9 @@ void dot_tile(const Tile& m, std::int64_t r0, float* out) {
 
 }  // namespace
 
-void split_neon(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
-                std::int8_t* digits, float* unit, float* sum) {
-    split_groups(w, x, begin, end, digits, unit, sum);
+void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
+                std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
+    split_groups(plan, w, x, begin, end, digits, unit, sum);
 }
 
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,

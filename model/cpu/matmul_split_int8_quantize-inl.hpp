@@ -3,24 +3,25 @@
 // target region and an unnamed namespace of matmul_split_int8.cpp (AVX-512) and
 // matmul_split_int8_avx2.cpp (AVX2), after that namespace defines
 //   group_max_sum(xg, group, m, s)       max|x| and the f32 sum of a group's elements
-//   store_block(xb, inv, step, even, odd)  the four digits of the 32 elements at xb: the even
+//   store_block(plan, xb, inv, step, even, odd)  the digits of the 32 elements at xb: the even
 //                                          elements' digit k at even + 128k, the odd ones' at
 //                                          odd + 128k (`step`: one d0, `inv`: its inverse)
 // No include guard: each variant includes it once.
 
 // Splits groups [begin, end) of x[n, w.cols] (see kernels.hpp's split_activations_int8).
-inline void split_groups(const WeightMatrix& w, const float* x, std::int64_t begin,
-                         std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
+inline void split_groups(const DigitPlan& plan, const WeightMatrix& w, const float* x,
+                         std::int64_t begin, std::int64_t end, std::int8_t* digits, float* unit,
+                         float* sum) {
     const std::int64_t group = w.group_size;
     const std::int64_t n_groups = w.cols / group;
-    const std::int64_t token_bytes = split_int8_token_bytes(w);
+    const std::int64_t token_bytes = split_int8::token_bytes(w, plan);
     for (std::int64_t i = begin; i < end; ++i) {
         const std::int64_t t = i / n_groups, g = i % n_groups;
         const float* xg = x + i * group;  // x is [n, cols]: group i starts at i * group
         float m = 0.0f, s = 0.0f;
         group_max_sum(xg, group, m, s);
         const float step = m / 127.0f;  // value of one d0
-        unit[i] = step * kUnitInSteps;
+        unit[i] = step * plan.unit_in_steps();
         sum[i] = s;
         const float inv = m > 0.0f ? 127.0f / m : 0.0f;
         std::int8_t* token = digits + t * token_bytes;
@@ -29,9 +30,9 @@ inline void split_groups(const WeightMatrix& w, const float* x, std::int64_t beg
             // ones the high nibbles, 64 bytes further on in each digit's 128.
             const std::int64_t element = g * group + e;  // in the row
             std::int8_t* even =
-                token + element / kChunkElems * kChunkDigitBytes + element % kChunkElems / 2;
-            store_block(xg + e, inv, step, even, even + 64);
+                token + element / kChunkElems * plan.chunk_bytes() + element % kChunkElems / 2;
+            store_block(plan, xg + e, inv, step, even, even + 64);
         }
-        if (g == n_groups - 1) zero_padding(w, token);
+        if (g == n_groups - 1) zero_padding(w, plan, token);
     }
 }

@@ -278,10 +278,10 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     EXPECT_NE(p16, stepped->j["perplexity"].get<double>()) << "int16 rounding had no effect";
     EXPECT_LE(relative_diff(p16, stepped->j["perplexity"].get<double>()), 1e-4);  // measured 4e-6
     // --f32-activations: the f32 kernels where one-token decode would split activations into
-    // int8 digits (on AVX-512 VNNI / AVX-VNNI; elsewhere both runs take the f32 kernels). The
-    // digits are f32-class: over the whole file the two differed by 4.6e-9.
-    // Both with an f32 KV cache: the f16 default rounds each key and value to 2^-11, which
-    // turns the digits' 1e-8-class differences into 1e-6-class ones (6.5e-6 measured).
+    // two int8 digits (on AVX-512 VNNI / AVX-VNNI / Arm sdot; elsewhere both runs take the f32
+    // kernels), within 3.1e-5 of each group's largest activation: over these windows the two
+    // differed by 3.4e-5 (with four digits, before session 27, by 4.6e-9). Both with an f32 KV
+    // cache, so that only the activations differ.
     auto f32 = with({"--step-tokens", "1", "--f32-activations", "--kv-f32"});
     auto split = with({"--step-tokens", "1", "--kv-f32"});
     ASSERT_TRUE(f32 && split);
@@ -291,7 +291,7 @@ TEST(PerplexityCli, StepTokensAndInt8ActivationsScoreTheDecodePath) {
     EXPECT_EQ(stepped->j["kv_f32"].get<bool>(), false);
     const double p_f32 = f32->j["perplexity"].get<double>();
     const double p_split = split->j["perplexity"].get<double>();
-    EXPECT_LE(relative_diff(p_f32, p_split), 1e-6);
+    EXPECT_LE(relative_diff(p_f32, p_split), 1e-4);
     if (!model::cpu::split_int8_variants_available().empty()) {
         EXPECT_NE(p_f32, p_split) << "--f32-activations did not change the decode kernels";
     }

@@ -10,8 +10,9 @@
 // The int16-activation decode path (matmul_int16.cpp) additionally rounds each x to a step of
 // max|x_g|/32767 per weight group g; its tolerance adds the exact worst case of that rounding,
 // sum_g scale_g * step_g / 2 * sum_{c in g} q_c, computed here from the codes. The split-int8
-// path (matmul_split_int8*.cpp: AVX-512 VNNI, AVX-VNNI or Arm sdot; 4-bit) rounds to
-// max|x_g|/(127 * 2^17) and adds the same term for that step.
+// GEMV (matmul_split_int8*.cpp: AVX-512 VNNI, AVX-VNNI or Arm sdot; 4-bit, one and two tokens)
+// rounds to max|x_g|/(127 * 2^7) (two digits) and the AMX tiles to max|x_g|/(127 * 2^17) (four);
+// each adds the same term for its step.
 
 #include <gtest/gtest.h>
 // clang-format off
@@ -26,6 +27,7 @@
 #include <string>
 
 #include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/matmul_split_int8.hpp"  // the digit plans
 #include "tests/unit/cpu/weight_fixtures.hpp"
 
 namespace brigade::model::cpu {
@@ -66,9 +68,14 @@ std::vector<Case> all_formats(std::int64_t rows, int misalign) {
 }
 
 // How a decode path rounds the activations: not at all, or to max|x_g| / levels per group g.
-enum class Rounding { kNone, kInt16, kSplitInt8 };
+// kSplitInt8: the GEMV's two digits (one and two tokens); kAmx: the tiles' four (3 tokens and
+// more), and the GEMV's for 1-2 tokens of the same run.
+enum class Rounding { kNone, kInt16, kSplitInt8, kAmx };
 double rounding_levels(Rounding rounding) {
-    return rounding == Rounding::kInt16 ? 32767.0 : 127.0 * 131072.0;
+    if (rounding == Rounding::kInt16) return 32767.0;
+    const auto& plan =
+        rounding == Rounding::kAmx ? split_int8::kAmxDigits : split_int8::kGemvDigits;
+    return 127.0 / plan.unit_in_steps();
 }
 
 // Worst-case error of rounded activations for output (t, r), see the file comment.
@@ -478,7 +485,7 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     for (int threads : {1, 2, 3}) {
         CpuBackend cpu(BackendOptions{threads}, tuning);
         run_matmul_cases(cpu, "amx threads=" + std::to_string(threads),
-                         {2, 3, 5, 8, 9, 16, 17, 31, 33, 70}, Rounding::kSplitInt8);
+                         {2, 3, 5, 8, 9, 16, 17, 31, 33, 70}, Rounding::kAmx);
     }
 }
 
@@ -529,9 +536,10 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                     std::vector<float> alone(83);
                     cpu.matmul(w.view, x.data() + t * 1152, 1, alone.data());
                     for (std::int64_t r = 0; r < 83; ++r) {
-                        // Alone, 4-bit rows take the same digits (split-int8): the sums differ by
-                        // f32 rounding only. 8-bit rows take f32 activations: plus the digits'.
-                        // BF16 rows: f32 rounding in another order.
+                        // Alone, 4-bit rows take the GEMV's two digits, 8-bit rows f32
+                        // activations: f32 rounding plus the rounding of the less precise side
+                        // (the tiles' four digits for 8-bit). BF16 rows: f32 rounding in
+                        // another order.
                         double magnitude = 0.0;
                         for (std::int64_t c = 0; c < 1152; ++c) {
                             magnitude += std::abs(static_cast<double>(x[t * 1152 + c]) *
@@ -539,7 +547,9 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                         }
                         const double tol =
                             (bits == 16 ? 1e-6 : 2e-7) * magnitude +
-                            (bits == 8 ? rounding_bound(w, x, t, r, Rounding::kSplitInt8) : 0.0);
+                            (bits == 4   ? rounding_bound(w, x, t, r, Rounding::kSplitInt8)
+                             : bits == 8 ? rounding_bound(w, x, t, r, Rounding::kAmx)
+                                         : 0.0);
                         EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
                             << what << " t=" << t << " r=" << r;
                     }

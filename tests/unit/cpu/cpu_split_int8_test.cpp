@@ -16,6 +16,7 @@
 
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/kernels.hpp"
+#include "model/cpu/matmul_split_int8.hpp"  // the GEMV's digit plan
 #include "tests/unit/cpu/weight_fixtures.hpp"
 
 namespace brigade::model::cpu {
@@ -25,13 +26,15 @@ namespace {
     if (split_int8_variants_available().empty()) \
     GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel"
 
-// Digit k of element e of token t, read by the documented layout: chunks of 128 elements, 4
-// digits a chunk, each 64 bytes of even elements, then 64 of odd ones.
+constexpr const split_int8::DigitPlan& kPlan = split_int8::kGemvDigits;
+
+// Digit k of element e of token t, read by the documented layout: chunks of 128 elements, the
+// plan's digits in turn in each chunk, each 64 bytes of even elements, then 64 of odd ones.
 int digit(const std::vector<std::int8_t>& digits, const WeightMatrix& w, std::int64_t t,
           std::int64_t e, int k) {
     const std::int64_t chunk = e / 128, in_chunk = e % 128;
-    const std::int64_t at =
-        t * split_int8_token_bytes(w) + chunk * 512 + k * 128 + (in_chunk % 2) * 64 + in_chunk / 2;
+    const std::int64_t at = t * split_int8_token_bytes(w) + chunk * 128 * kPlan.count + k * 128 +
+                            (in_chunk % 2) * 64 + in_chunk / 2;
     return digits[static_cast<std::size_t>(at)];
 }
 
@@ -45,6 +48,24 @@ void expect_relative(const std::vector<float>& y, const std::vector<float>& expe
         EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]))
             << split_int8_variant_name(variant) << " group=" << group << " r=" << r;
     }
+}
+
+// |y_r - reference| allowed for one token on 4-bit w: f32 reordering, 1e-5 of Σ|x·w|, plus the
+// digits' worst case, half the last digit's place times Σ scale · q per group.
+double gemv_tolerance(const test::OwnedWeight& w, const std::vector<float>& x, std::int64_t r) {
+    const std::int64_t cols = w.view.cols, group = w.view.group_size;
+    double magnitude = 0.0, digits = 0.0;
+    for (std::int64_t g = 0; g < cols / group; ++g) {
+        double max_abs = 0.0, code_sum = 0.0;
+        for (std::int64_t c = g * group; c < (g + 1) * group; ++c) {
+            max_abs = std::max(max_abs, double{std::abs(x[c])});
+            code_sum += w.codes[r * cols + c];
+            magnitude += std::abs(double{x[c]} * w.dense[r * cols + c]);
+        }
+        const double last_place = max_abs / 127.0 * kPlan.unit_in_steps();
+        digits += w.group_scale[r * (cols / group) + g] * last_place / 2.0 * code_sum;
+    }
+    return 1e-5 * magnitude + digits + 1e-6;
 }
 
 struct Split {
@@ -108,33 +129,36 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
                             max_abs = std::max(max_abs, std::abs(double{x[t * cols + c]}));
                             sum += x[t * cols + c];
                         }
-                        // Positions of the digits below d0 (kernels.hpp) and the value of d0.
-                        const int p[4] = {0, 6, 12, 17};
+                        // Positions of the digits below d0 (the plan) and the value of d0. Digit
+                        // k > 0 rounds a remainder of at most half the previous digit's place.
+                        const int n_digits = kPlan.count;
+                        const auto& p = kPlan.position;
+                        const int last = p[n_digits - 1];
                         const double step = max_abs / 127.0;
-                        EXPECT_NEAR(s.unit[gi], std::ldexp(step, -17), 1e-6 * s.unit[gi]) << what;
-                        const double d0_value = std::ldexp(s.unit[gi], 17);
-                        const int limit[4] = {127, 1 << (p[1] - 1), 1 << (p[2] - p[1] - 1),
-                                              1 << (p[3] - p[2] - 1)};
+                        EXPECT_NEAR(s.unit[gi], std::ldexp(step, -last), 1e-6 * s.unit[gi]) << what;
+                        const double d0_value = std::ldexp(s.unit[gi], last);
                         EXPECT_NEAR(s.sum[gi], sum, 1e-5 * max_abs * group) << what;
                         for (std::int64_t c = g * group; c < (g + 1) * group; ++c) {
-                            int d[4];
-                            for (int k = 0; k < 4; ++k) d[k] = digit(s.digits, w.view, t, c, k);
                             double back = 0.0;
                             bool in_range = true;
-                            for (int k = 0; k < 4; ++k) {
-                                back += d0_value * std::ldexp(d[k], -p[k]);
-                                in_range &= std::abs(d[k]) <= limit[k];
+                            std::string digits_seen;
+                            for (int k = 0; k < n_digits; ++k) {
+                                const int d = digit(s.digits, w.view, t, c, k);
+                                back += d0_value * std::ldexp(d, -p[k]);
+                                const int limit = k == 0 ? 127 : 1 << (p[k] - p[k - 1] - 1);
+                                in_range &= std::abs(d) <= limit;
+                                digits_seen.append(1, ' ').append(std::to_string(d));
                             }
                             const double err = std::abs(back - x[t * cols + c]);
                             // Half the last digit, plus the f32 rounding of the first
                             // remainder (2^-24 of half a step: under 1/8 of that).
-                            const double bound = std::ldexp(d0_value, -p[3] - 1) * 1.2;
+                            const double bound = std::ldexp(d0_value, -last - 1) * 1.2;
                             if (!in_range || !(err <= bound)) {
                                 ++failures;
                                 ADD_FAILURE()
                                     << what << " t=" << t << " c=" << c << " x=" << x[t * cols + c]
-                                    << " digits " << d[0] << " " << d[1] << " " << d[2] << " "
-                                    << d[3] << " err=" << err << " unit=" << s.unit[gi];
+                                    << " digits" << digits_seen << " err=" << err
+                                    << " unit=" << s.unit[gi];
                             }
                         }
                     }
@@ -144,7 +168,7 @@ TEST(SplitInt8, DigitsReconstructEveryActivationWithinHalfTheLastDigit) {
                 if (cols % elems != 0) {
                     for (std::int64_t t = 0; t < n; ++t) {
                         for (std::int64_t e = cols; e < (cols / elems + 1) * elems; ++e) {
-                            for (int k = 0; k < 4; ++k) {
+                            for (int k = 0; k < kPlan.count; ++k) {
                                 ASSERT_EQ(digit(s.digits, w.view, t, e, k), 0)
                                     << what << " e=" << e;
                             }
@@ -182,7 +206,8 @@ TEST(SplitInt8, ZeroGroupsGiveZeroAndAHugeLaneLeavesTheRestNegligible) {
 
 // Activations far below their group's largest one live in the last digit alone: each group's
 // element 0 is 1 (step 1/127) and meets a zero code and zero bias; the others are k · unit,
-// |k| <= 16, so d0 = d1 = d2 = 0 and d3 = k exactly, and the output is Σ scale · q · k · unit.
+// |k| <= 16, so every digit but the last is 0 and the last is k exactly, and the output is
+// Σ scale · q · k · unit.
 // A kernel that mixed up the last digit's even and odd halves or positions gets it wrong by
 // its own size, where elsewhere that digit hides under the f32 tolerance.
 TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
@@ -196,7 +221,7 @@ TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
         for (std::int64_t r = 0; r < rows; ++r) {
             for (std::int64_t c = 0; c < cols; c += group) codes[(r * cols + c) / 2] &= 0xF0;
         }
-        const float unit = 1.0f / 127.0f / 131072.0f;
+        const float unit = 1.0f / 127.0f * kPlan.unit_in_steps();
         std::vector<float> x(static_cast<std::size_t>(cols));
         for (std::int64_t c = 0; c < cols; ++c) {
             x[c] = c % group == 0 ? 1.0f : static_cast<float>((c * 7) % 33 - 16) * unit;
@@ -270,7 +295,7 @@ TEST(SplitInt8, ReadsNoCodeBytePastTheLastRow) {
         gemv_rows_split_int8(variant, at_end, {s.digits.data(), s.unit.data(), s.sum.data(), 0}, 0,
                              rows, nullptr, y.data());
         for (std::int64_t r = 0; r < rows; ++r) {
-            EXPECT_NEAR(y[r], expect[r], 1e-5 * (1.0 + std::abs(expect[r])))
+            EXPECT_NEAR(y[r], expect[r], gemv_tolerance(w, x, r))
                 << split_int8_variant_name(variant) << " " << r;
         }
     }
