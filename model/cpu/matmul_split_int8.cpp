@@ -152,7 +152,7 @@ void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, 
     split_groups(plan, w, x, begin, end, digits, unit, sum);
 }
 
-// A chunk's digits: 4 digits x (even elements, odd ones).
+// A chunk's digits: kDigits x (even elements, odd ones).
 struct ChunkDigits {
     __m512i v[2 * kDigits];
     HWY_INLINE explicit ChunkDigits(const std::int8_t* d) {
