@@ -69,9 +69,8 @@
 // weights with activations rounded to int16 per group (BackendOptions::cpu_int16_activations)
 // or to int8 (1-4 tokens, cpu_int8_activations); formats are reported as "q4+int16", "q8+int8".
 // --activations f32: the f32 decode kernels where the default would split activations into
-// int8 digits (cpu_split_int8_activations; 4-bit, AVX-512 VNNI or AVX-VNNI), reported as
-// "q4+f32". The default
-// ("default") is what serving uses.
+// int8 digits (cpu_split_int8_activations; 4-bit, AVX-512 VNNI or AVX-VNNI; 8-bit with AVX-512),
+// reported as "q4+f32". The default ("default") is what serving uses.
 //
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless
 // --keep) as BF16 safetensors, or MLX affine 8-bit / 4-bit group 64 quantized with

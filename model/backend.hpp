@@ -235,7 +235,8 @@ struct BackendOptions {
     // tokens per matmul) are not affected. Opt in for speed where that is acceptable.
     bool cpu_int8_activations = false;
     // kCpu, where the CPU has AVX-512 VNNI, AVX-VNNI or Arm sdot: one- and two-token decode
-    // matmuls on MLX 4-bit weights split each activation into two int8 digits, within
+    // matmuls on MLX 4-bit weights (8-bit too with AVX-512 VNNI) split each activation into two
+    // int8 digits, within
     // 3.1e-5 · max|x_g| of it, and use integer dot products (model/cpu/matmul_split_int8.cpp
     // says why that precision suffices: held-out perplexity moves by 3.4e-5 relative).
     // On by default. false: the f32 kernels (for comparison).

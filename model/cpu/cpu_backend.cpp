@@ -249,7 +249,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
     // decode each code once for all of them, while every digit of every token costs dot
     // products here.
     if (tuning_.split_int8_activations && n <= tuning_.split_int8_max_tokens &&
-        split_int8_kernel_supports(w)) {
+        split_int8_kernel_supports(w, tuning_.split_int8_variant)) {
         const auto bytes = static_cast<std::size_t>(n * split_int8_token_bytes(w));
         if (s.digits.size() < bytes) s.digits.resize(bytes);
         if (s.digit_unit.size() < n_groups) {

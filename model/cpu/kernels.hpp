@@ -111,7 +111,8 @@ void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std:
                        float* y, std::int64_t ldy);
 
 // Activations of a 4-bit quantized-weight GEMV split into two int8 digits each
-// (matmul_split_int8*.cpp; AVX-512 VNNI, AVX-VNNI or Arm sdot): for weight group g of a token,
+// (matmul_split_int8*.cpp; AVX-512 VNNI, AVX-VNNI or Arm sdot; 8-bit weights too with AVX-512):
+// for weight group g of a token,
 //     x ≈ step_g · (d0 + d1·2^-7),  step_g = max|x_g| / 127,
 // within half the last digit (3.1e-5 · max|x_g|; matmul_split_int8.cpp says why that suffices).
 // `unit` is step_g · 2^-7. Layout of `digits` in matmul_split_int8.cpp.
@@ -135,9 +136,10 @@ std::vector<SplitInt8Variant> split_int8_variants_available();
 // `requested`, or the best available when it is kAuto or this machine cannot run it (kAuto
 // when none runs).
 SplitInt8Variant split_int8_resolve_variant(SplitInt8Variant requested);
-// Whether this CPU runs a split-int8 kernel and it takes w (MLX affine 4 bits, groups of 32, 64
-// or 128, F32/F16/BF16 scales).
-bool split_int8_kernel_supports(const WeightMatrix& w);
+// Whether this CPU runs a split-int8 kernel of `variant` (kAuto: the best) and it takes w (MLX
+// affine 4 bits, or 8 bits with AVX-512 VNNI; groups of 32, 64 or 128, F32/F16/BF16 scales).
+bool split_int8_kernel_supports(const WeightMatrix& w,
+                                SplitInt8Variant variant = SplitInt8Variant::kAuto);
 // Bytes of `digits` per token for w.
 std::int64_t split_int8_token_bytes(const WeightMatrix& w);
 // Splits groups [begin, end) of x[n, w.cols] (group i = token i / n_groups, group

@@ -1,6 +1,6 @@
-// Decode GEMV (one or two tokens) for MLX affine 4-bit weights with each activation split into
-// two int8 digits, through AVX-512 VNNI integer dot products: fewer instructions than f32
-// arithmetic takes, at a precision far finer than the weights' own.
+// Decode GEMV (one or two tokens) for MLX affine 4-bit weights (and 8-bit ones, below) with each
+// activation split into two int8 digits, through AVX-512 VNNI integer dot products: fewer
+// instructions than f32 arithmetic takes, at a precision far finer than the weights' own.
 //
 // Why: with f32 activations a 4-bit code costs about 6 vector instructions per 32 codes
 // (widen, two table lookups, a shift, two FMAs; matmul_grouped.cpp). On the lent 16-vCPU Xeons
@@ -40,9 +40,16 @@
 // `unit` = step · 2^-7, so each lane adds A · scale · unit of its group. The bias term uses the
 // exact f32 sums of x, as in matmul_grouped.cpp.
 //
-// 8-bit weights were tried too (session 12, four digits in two chains): faster on short rows,
-// 5-14% slower on long ones, so 8-bit keeps the f32 kernel. With 3 tokens and more the f32
-// kernels (or AMX tiles) decode each code once for all of them.
+// 8-bit rows (AVX-512 only, dot8_tile): a code is a whole byte, so each lane's 4 codes meet
+// their 4 elements' digits in element order (chunks of 64 elements, split8_avx512), and
+// |S0| <= 4·255·127 still leaves room for A = S0·2^7 + S1 in one chain: 2 vpdpbusd, a shift and
+// an add per 64 code bytes and row. With four digits (session 12, two chains) this was faster
+// on short rows only and 8-bit kept the f32 kernel; with two, on the lent Xeon one sequence of
+// Qwen2.5-0.5B and Llama-3.2-1B 8-bit decoded 14% and 10% faster (medians of five alternated
+// rounds), two sequences 31% and 25% (run 116); on a Zen 4 x1 +0-9%, x2 +10-39%. From cache,
+// Qwen's long down_proj rows (4864 bytes) ran 10-13% slower than the f32 kernel, its short ones
+// 12-20% faster. With 3 tokens and more the f32 kernels (or AMX tiles) decode each code once for
+// all of them.
 //
 // Layout of the digits, per token: chunks of 128 elements (one 64-byte load of codes; the last
 // chunk zero-padded); per chunk each digit of the plan in turn, each 128 bytes: the 64 even
@@ -65,7 +72,8 @@
 namespace brigade::model::cpu {
 
 std::int64_t split_int8_token_bytes(const WeightMatrix& w) {
-    return split_int8::n_chunks(w) * split_int8::kChunkDigitBytes;
+    return w.bits == 8 ? split_int8::token_bytes8(w)
+                       : split_int8::n_chunks(w) * split_int8::kChunkDigitBytes;
 }
 
 #if BRIGADE_INT8_X86
@@ -99,10 +107,10 @@ inline __mmask16 first_lanes(std::int64_t n) {
 
 namespace {
 
-// The plan's digits of 16 activations into 16 bytes each at dst + k * 128; `step` is the value
-// of one d0 and `inv` its inverse.
-inline void store_digits(const DigitPlan& plan, __m512 x, __m512 inv, __m512 step,
-                         std::int8_t* dst) {
+// The plan's digits of 16 activations into 16 bytes each at dst + k * digit_stride; `step` is
+// the value of one d0 and `inv` its inverse.
+inline void store_digits(const DigitPlan& plan, __m512 x, __m512 inv, __m512 step, std::int8_t* dst,
+                         std::int64_t digit_stride = 128) {
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __m512 r = x;  // what the digits so far leave
     for (int k = 0; k < plan.count; ++k) {
@@ -114,7 +122,7 @@ inline void store_digits(const DigitPlan& plan, __m512 x, __m512 inv, __m512 ste
         r = _mm512_fnmadd_ps(v, _mm512_mul_ps(step, _mm512_set1_ps(1.0f / finer)), r);
         // Saturating narrowing: the digits are in range by construction; saturation only keeps
         // a NaN or inf activation from wrapping.
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k * 128),
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k * digit_stride),
                          _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)));
     }
 }
@@ -150,6 +158,41 @@ inline void store_block(const DigitPlan& plan, const float* xb, float inv, float
 void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                   std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
     split_groups(plan, w, x, begin, end, digits, unit, sum);
+}
+
+void split8_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                   std::int8_t* digits, float* unit, float* sum) {
+    const std::int64_t group = w.group_size;
+    const std::int64_t n_groups = w.cols / group;
+    const std::int64_t token_bytes = token_bytes8(w);
+    for (std::int64_t i = begin; i < end; ++i) {
+        const std::int64_t t = i / n_groups, g = i % n_groups;
+        const float* xg = x + i * group;
+        float m = 0.0f, s = 0.0f;
+        group_max_sum(xg, group, m, s);
+        const float step = m / 127.0f;
+        unit[i] = step * kUnitInSteps;
+        sum[i] = s;
+        const __m512 vinv = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
+        const __m512 vstep = _mm512_set1_ps(step);
+        std::int8_t* token = digits + t * token_bytes;
+        for (std::int64_t e = 0; e < group; e += 16) {
+            const std::int64_t element = g * group + e;  // in the row, in element order
+            std::int8_t* at =
+                token + element / kChunk8Elems * kChunk8DigitBytes + element % kChunk8Elems;
+            store_digits(kGemvDigits, _mm512_loadu_ps(xg + e), vinv, vstep, at, kChunk8Elems);
+        }
+        // A half last chunk (rows of 32 x odd columns): its missing codes load as zero, and
+        // zero digits keep the sums exact whatever they would meet.
+        if (g == n_groups - 1 && w.cols % kChunk8Elems != 0) {
+            std::int8_t* last = token + (w.cols / kChunk8Elems) * kChunk8DigitBytes;
+            const std::int64_t used = w.cols % kChunk8Elems;
+            for (int k = 0; k < kDigits; ++k) {
+                std::memset(last + k * kChunk8Elems + used, 0,
+                            static_cast<std::size_t>(kChunk8Elems - used));
+            }
+        }
+    }
 }
 
 // A chunk's digits: kDigits x (even elements, odd ones).
@@ -282,15 +325,110 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
     }
 }
 
+// The 8-bit form of dot_tile: chunks of 64 code bytes (64 elements, one group of 64, half one
+// of 128 or two of 32), each lane's 4 codes against its 4 elements' digits in element order:
+// A = S0 · 2^7 + S1 from 2 vpdpbusd (|S0| <= 4·255·127 leaves room). SHARED: groups of 32
+// (lanes 0-7 and 8-15 take their factors through a permute).
+template <int R, bool SHARED, int T>
+HWY_NOINLINE void dot8_tile(const Tile& m, const SplitInt8Activations* const* xa, std::int64_t r0,
+                            float (*out)[4]) {
+    const WeightMatrix& w = m.w;
+    const std::int64_t n_groups = m.n_groups;
+    const std::int64_t row_bytes = w.row_bytes();  // = cols
+    const std::int64_t chunks = (w.cols + kChunk8Elems - 1) / kChunk8Elems;
+    const std::int64_t tail_bytes = row_bytes - (chunks - 1) * kChunk8Elems;  // 32 or 64
+    const std::int64_t full = tail_bytes == kChunk8Elems ? chunks : chunks - 1;
+    const __mmask64 tail_mask = _cvtu64_mask64((1ull << (tail_bytes & 63)) - 1);
+    const __mmask64 all = _cvtu64_mask64(~0ull);
+    const auto* base = static_cast<const std::uint8_t*>(w.data);
+    const std::uint8_t* codes[R];
+    for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
+    // Lane l covers chunk elements [4l, 4l + 4): group l / 8 of the chunk's two (groups of 32).
+    const __m512i lane_group = _mm512_srli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 3);
+    __m512 f[T][R];
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) f[t][i] = _mm512_setzero_ps();
+    }
+    // scale · unit per row and group of the pass, and a zero past the last (a half last chunk's
+    // upper lanes pick it; their products are zero).
+    alignas(64) float factor[T][R][kFactorGroups + 16];
+    TilePrefetch<R> prefetch(xa[0]->prefetch_bytes, row_bytes, xa[0]->next_tile_prefetch_row_bytes);
+    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
+        const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
+        for (int i = 0; i < R; ++i) {
+            const std::int64_t at = (r0 + i) * n_groups + g0;
+            for (std::int64_t g = 0; g < count; g += 16) {
+                const __mmask16 mask = first_lanes(count - g);
+                const __m512 scale = load_affine(w.scale_dtype, w.scales, at + g, mask);
+                const __m512 bias = load_affine(w.scale_dtype, w.biases, at + g, mask);
+                const std::int64_t xg = g0 + g;
+                for (int t = 0; t < T; ++t) {
+                    _mm512_store_ps(
+                        factor[t][i] + g,
+                        _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, xa[t]->unit + xg)));
+                    f[t][i] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(mask, xa[t]->sum + xg),
+                                              f[t][i]);
+                }
+            }
+            for (int t = 0; t < T; ++t) _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
+        }
+        const std::int64_t c_begin = (g0 << m.group_shift) / kChunk8Elems;
+        const std::int64_t c_end =
+            std::min(chunks, (((g0 + count) << m.group_shift) + kChunk8Elems - 1) / kChunk8Elems);
+        for (std::int64_t c = c_begin; c < c_end; ++c) {
+            const std::int64_t first_group = ((c * kChunk8Elems) >> m.group_shift) - g0;
+            prefetch.ahead_of(codes, c * kChunk8Elems);
+            const __mmask64 mask = c < full ? all : tail_mask;
+            __m512i v[R];
+            for (int i = 0; i < R; ++i) {
+                v[i] = _mm512_maskz_loadu_epi8(mask, codes[i] + c * kChunk8Elems);
+            }
+            for (int t = 0; t < T; ++t) {
+                const std::int8_t* d = xa[t]->digits + c * kChunk8DigitBytes;
+                const __m512i d0 = _mm512_loadu_si512(d);
+                const __m512i d1 = _mm512_loadu_si512(d + kChunk8Elems);
+                for (int i = 0; i < R; ++i) {
+                    const float* fac = factor[t][i] + first_group;
+                    const __m512 scale =
+                        SHARED ? _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(fac))
+                               : _mm512_set1_ps(*fac);
+                    const __m512i zero = _mm512_setzero_si512();
+                    const __m512i a = _mm512_dpbusd_epi32(zero, v[i], d0);
+                    const __m512i b = _mm512_dpbusd_epi32(zero, v[i], d1);
+                    const __m512i sum =
+                        _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[1] - kPosition[0]), b);
+                    f[t][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, f[t][i]);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) out[t][i] = _mm512_reduce_add_ps(f[t][i]);
+    }
+}
+
 // gemv_avx512 for T tokens at once: y[t] = W · x_t (+ bias).
 template <int T>
 void gemv_avx512_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa,
                         std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                         float* const* y) {
     const Tile m{w, *xa[0], w.cols / w.group_size, group_shift(w)};
-    // Groups of 32 and 64: more than one per 128-element chunk. The lambdas only call the tiles
-    // (no vector code of their own), so the target region need not reach them.
-    if (w.group_size < kChunkElems) {
+    // Groups of 32 and 64: more than one per 128-element chunk (8-bit: groups of 32, per
+    // 64-element chunk). The lambdas only call the tiles (no vector code of their own), so the
+    // target region need not reach them.
+    if (w.bits == 8) {
+        for_each_row_tile_of_tokens<T>(row_begin, row_end, bias, y,
+                                       [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
+                                           if (w.group_size < kChunk8Elems) {
+                                               n == 4 ? dot8_tile<4, true, T>(m, xa, r, out)
+                                                      : dot8_tile<1, true, T>(m, xa, r, out);
+                                           } else {
+                                               n == 4 ? dot8_tile<4, false, T>(m, xa, r, out)
+                                                      : dot8_tile<1, false, T>(m, xa, r, out);
+                                           }
+                                       });
+    } else if (w.group_size < kChunkElems) {
         for_each_row_tile_of_tokens<T>(
             row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
                 n == 4 ? dot_tile<4, true, T>(m, xa, r, out) : dot_tile<1, true, T>(m, xa, r, out);
@@ -382,13 +520,16 @@ SplitInt8Variant split_int8_resolve_variant(SplitInt8Variant requested) {
     return best;
 }
 
-bool split_int8_kernel_supports(const WeightMatrix& w) {
-    const bool format = w.quantized() && w.bits == 4 &&
+bool split_int8_kernel_supports(const WeightMatrix& w, SplitInt8Variant variant) {
+    const bool format = w.quantized() && (w.bits == 4 || w.bits == 8) &&
                         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
                         w.cols % w.group_size == 0 &&
                         (w.scale_dtype == DType::kF32 || w.scale_dtype == DType::kF16 ||
                          w.scale_dtype == DType::kBF16);
-    return format && split_int8_resolve_variant(SplitInt8Variant::kAuto) != SplitInt8Variant::kAuto;
+    const SplitInt8Variant resolved = split_int8_resolve_variant(variant);
+    // 8-bit rows: AVX-512 only (the 256-bit and Arm kernels are written for 4-bit chunks).
+    if (w.bits == 8) return format && resolved == SplitInt8Variant::kAvx512Vnni;
+    return format && resolved != SplitInt8Variant::kAuto;
 }
 
 void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, const float* x,
@@ -399,6 +540,7 @@ void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, con
     split_int8::split_neon(split_int8::kGemvDigits, w, x, begin, end, digits, unit, sum);
 #else
     if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
+        if (w.bits == 8) return split_int8::split8_avx512(w, x, begin, end, digits, unit, sum);
         return split_int8::split_avx512(split_int8::kGemvDigits, w, x, begin, end, digits, unit,
                                         sum);
     }
@@ -439,7 +581,7 @@ void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
 const char* split_int8_variant_name(SplitInt8Variant) { return "auto"; }
 std::vector<SplitInt8Variant> split_int8_variants_available() { return {}; }
 SplitInt8Variant split_int8_resolve_variant(SplitInt8Variant) { return SplitInt8Variant::kAuto; }
-bool split_int8_kernel_supports(const WeightMatrix&) { return false; }
+bool split_int8_kernel_supports(const WeightMatrix&, SplitInt8Variant) { return false; }
 void split_activations_int8(SplitInt8Variant, const WeightMatrix&, const float*, std::int64_t,
                             std::int64_t, std::int8_t*, float*, float*) {}
 void gemv_rows_split_int8(SplitInt8Variant, const WeightMatrix&, const SplitInt8Activations&,

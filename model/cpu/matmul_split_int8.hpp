@@ -45,6 +45,12 @@ inline constexpr std::int64_t kFactorGroups = 64;
 inline std::int64_t n_chunks(const WeightMatrix& w) {
     return (w.cols + kChunkElems - 1) / kChunkElems;
 }
+// 8-bit rows (AVX-512 only): chunks of 64 elements, the GEMV's digits in element order.
+inline constexpr std::int64_t kChunk8Elems = 64;
+inline constexpr std::int64_t kChunk8DigitBytes = kChunk8Elems * kDigits;
+inline std::int64_t token_bytes8(const WeightMatrix& w) {
+    return (w.cols + kChunk8Elems - 1) / kChunk8Elems * kChunk8DigitBytes;
+}
 // Bytes of one token's digits under `plan`.
 inline std::int64_t token_bytes(const WeightMatrix& w, const DigitPlan& plan) {
     return n_chunks(w) * plan.chunk_bytes();
@@ -105,6 +111,10 @@ void for_each_row_tile(std::int64_t row_begin, std::int64_t row_end, const Weigh
 // AVX-512 (F, BW, VL, VNNI): 64 code bytes a step.
 void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                   std::int64_t end, std::int8_t* digits, float* unit, float* sum);
+// 8-bit weights (the GEMV's digits, element order; token_bytes8).
+void split8_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                   std::int8_t* digits, float* unit, float* sum);
+// 4- or 8-bit rows.
 void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                  std::int64_t row_end, const WeightVector* bias, float* y);
 // Two tokens, each chunk's codes unpacked once for both.

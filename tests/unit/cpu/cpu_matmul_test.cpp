@@ -401,18 +401,20 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     }
 }
 
-// Two tokens on 4-bit weights go through the split-int8 kernel (CpuTuning::
-// split_int8_max_tokens; AVX-512 takes both in one pass over the codes, the others one token
-// after the other): each gets the bits it gets alone, on any thread count, for every group size
-// and kernel variant.
+// Two tokens on 4-bit weights (and 8-bit ones with AVX-512) go through the split-int8 kernel
+// (CpuTuning::split_int8_max_tokens; AVX-512 takes both in one pass over the codes, the others
+// one token after the other): each gets the bits it gets alone, on any thread count, for every
+// group size and kernel variant.
 TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
     if (split_int8_variants_available().empty())
         GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
     for (SplitInt8Variant variant : split_int8_variants_available()) {
         CpuTuning tuning = split_int8_tuning(variant);
         tuning.split_int8_max_tokens = 2;
-        for (int group : {32, 64, 128}) {
-            auto w = test::make_quant_weight(4, group, DType::kBF16, 75, 896, 60 + group, 0);
+        for (const auto& [bits, group] : {std::pair{4, 32}, std::pair{4, 64}, std::pair{4, 128},
+                                          std::pair{8, 32}, std::pair{8, 64}, std::pair{8, 128}}) {
+            auto w =
+                test::make_quant_weight(bits, group, DType::kBF16, 75, 896, 60 + bits + group, 0);
             const auto x = test::random_floats(2 * 896, 11);
             for (int threads : {1, 3}) {
                 CpuBackend cpu(BackendOptions{threads}, tuning);
@@ -420,8 +422,8 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
                 cpu.matmul(w.view, x.data(), 2, both.data());
                 cpu.matmul(w.view, x.data(), 1, first.data());
                 cpu.matmul(w.view, x.data() + 896, 1, second.data());
-                const std::string what = std::string(split_int8_variant_name(variant)) + " g" +
-                                         std::to_string(group) +
+                const std::string what = std::string(split_int8_variant_name(variant)) + " q" +
+                                         std::to_string(bits) + " g" + std::to_string(group) +
                                          " threads=" + std::to_string(threads);
                 EXPECT_EQ(std::memcmp(both.data(), first.data(), 75 * sizeof(float)), 0) << what;
                 EXPECT_EQ(std::memcmp(both.data() + 75, second.data(), 75 * sizeof(float)), 0)
@@ -532,14 +534,17 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                 EXPECT_EQ(std::memcmp(ys[0].data(), ys[3].data(), ys[0].size() * sizeof(float)), 0)
                     << what << " (rows prefetched ahead)";
                 CpuBackend cpu(BackendOptions{2}, tuning);
+                const Rounding alone_rounding = bits == 16 || split_int8_kernel_supports(w.view)
+                                                    ? Rounding::kSplitInt8
+                                                    : Rounding::kAmx;
                 for (std::int64_t t : {std::int64_t{0}, n / 2, n - 1}) {
                     std::vector<float> alone(83);
                     cpu.matmul(w.view, x.data() + t * 1152, 1, alone.data());
                     for (std::int64_t r = 0; r < 83; ++r) {
-                        // Alone, 4-bit rows take the GEMV's two digits, 8-bit rows f32
-                        // activations: f32 rounding plus the rounding of the less precise side
-                        // (the tiles' four digits for 8-bit). BF16 rows: f32 rounding in
-                        // another order.
+                        // Alone, 4-bit rows take the GEMV's two digits, and so do 8-bit ones
+                        // with AVX-512 (f32 activations on other CPUs, where the tiles' four
+                        // digits are the less precise side): f32 rounding plus that side's.
+                        // BF16 rows: f32 rounding in another order.
                         double magnitude = 0.0;
                         for (std::int64_t c = 0; c < 1152; ++c) {
                             magnitude += std::abs(static_cast<double>(x[t * 1152 + c]) *
@@ -547,9 +552,7 @@ TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
                         }
                         const double tol =
                             (bits == 16 ? 1e-6 : 2e-7) * magnitude +
-                            (bits == 4   ? rounding_bound(w, x, t, r, Rounding::kSplitInt8)
-                             : bits == 8 ? rounding_bound(w, x, t, r, Rounding::kAmx)
-                                         : 0.0);
+                            (bits == 16 ? 0.0 : rounding_bound(w, x, t, r, alone_rounding));
                         EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
                             << what << " t=" << t << " r=" << r;
                     }
