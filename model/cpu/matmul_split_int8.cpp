@@ -214,6 +214,34 @@ HWY_INLINE __m512i chunk_sum(__m512i lo, __m512i hi, const ChunkDigits& d) {
     return _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[1] - kPosition[0]), b);
 }
 
+// The start of a pass over groups [g0, g0 + count) of R rows for T tokens: factor[t][i][g] =
+// scale · unit of row r0 + i, token t and group g0 + g, then zeros for 4 groups past the last (a
+// partial last chunk's lanes pick them; their products are zero, but 0 · NaN would not be); and
+// each row's bias terms, bias · Σx per group, added to f[t][i].
+template <int R, int T>
+HWY_INLINE void pass_factors(const Tile& m, const SplitInt8Activations* const* xa, std::int64_t r0,
+                             std::int64_t g0, std::int64_t count,
+                             float (&factor)[T][R][kFactorGroups + 16], __m512 (&f)[T][R]) {
+    const WeightMatrix& w = m.w;
+    for (int i = 0; i < R; ++i) {
+        const std::int64_t at = (r0 + i) * m.n_groups + g0;
+        for (std::int64_t g = 0; g < count; g += 16) {
+            const __mmask16 mask = first_lanes(count - g);
+            const __m512 scale = load_affine(w.scale_dtype, w.scales, at + g, mask);
+            const __m512 bias = load_affine(w.scale_dtype, w.biases, at + g, mask);
+            const std::int64_t xg = g0 + g;
+            for (int t = 0; t < T; ++t) {
+                _mm512_store_ps(
+                    factor[t][i] + g,
+                    _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, xa[t]->unit + xg)));
+                f[t][i] =
+                    _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(mask, xa[t]->sum + xg), f[t][i]);
+            }
+        }
+        for (int t = 0; t < T; ++t) _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
+    }
+}
+
 // out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]: token t's digits), without the
 // rows' additive bias. The rows share each chunk's digits; the tokens share each chunk's codes,
 // unpacked once. SHARED: groups of 32 or 64, more than one per chunk (each lane takes its
@@ -249,30 +277,12 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
     for (int t = 0; t < T; ++t) {
         for (int i = 0; i < R; ++i) f[t][i] = _mm512_setzero_ps();
     }
-    // scale · unit per row and group of the pass, and zeros for up to 3 groups past the last: a
-    // padded chunk's permute picks them for its missing elements (whose products are zero, but
-    // 0 · NaN would not be). + 16: a permute loads 16 factors and picks from the first 4.
+    // pass_factors's; + 16: a permute loads 16 factors and picks from the first 4.
     alignas(64) float factor[T][R][kFactorGroups + 16];
     TilePrefetch<R> prefetch(xa[0]->prefetch_bytes, row_bytes, xa[0]->next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
-        for (int i = 0; i < R; ++i) {
-            const std::int64_t at = (r0 + i) * n_groups + g0;
-            for (std::int64_t g = 0; g < count; g += 16) {
-                const __mmask16 mask = first_lanes(count - g);
-                const __m512 scale = load_affine(w.scale_dtype, w.scales, at + g, mask);
-                const __m512 bias = load_affine(w.scale_dtype, w.biases, at + g, mask);
-                const std::int64_t xg = g0 + g;
-                for (int t = 0; t < T; ++t) {
-                    _mm512_store_ps(
-                        factor[t][i] + g,
-                        _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, xa[t]->unit + xg)));
-                    f[t][i] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(mask, xa[t]->sum + xg),
-                                              f[t][i]);
-                }
-            }
-            for (int t = 0; t < T; ++t) _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
-        }
+        pass_factors<R, T>(m, xa, r0, g0, count, factor, f);
         const std::int64_t c_begin = (g0 << m.group_shift) / kChunkElems;
         const std::int64_t c_end =
             std::min(chunks, (((g0 + count) << m.group_shift) + kChunkElems - 1) / kChunkElems);
@@ -350,29 +360,12 @@ HWY_NOINLINE void dot8_tile(const Tile& m, const SplitInt8Activations* const* xa
     for (int t = 0; t < T; ++t) {
         for (int i = 0; i < R; ++i) f[t][i] = _mm512_setzero_ps();
     }
-    // scale · unit per row and group of the pass, and a zero past the last (a half last chunk's
-    // upper lanes pick it; their products are zero).
+    // pass_factors's (a half last chunk's upper lanes pick the zero past the last group).
     alignas(64) float factor[T][R][kFactorGroups + 16];
     TilePrefetch<R> prefetch(xa[0]->prefetch_bytes, row_bytes, xa[0]->next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
-        for (int i = 0; i < R; ++i) {
-            const std::int64_t at = (r0 + i) * n_groups + g0;
-            for (std::int64_t g = 0; g < count; g += 16) {
-                const __mmask16 mask = first_lanes(count - g);
-                const __m512 scale = load_affine(w.scale_dtype, w.scales, at + g, mask);
-                const __m512 bias = load_affine(w.scale_dtype, w.biases, at + g, mask);
-                const std::int64_t xg = g0 + g;
-                for (int t = 0; t < T; ++t) {
-                    _mm512_store_ps(
-                        factor[t][i] + g,
-                        _mm512_mul_ps(scale, _mm512_maskz_loadu_ps(mask, xa[t]->unit + xg)));
-                    f[t][i] = _mm512_fmadd_ps(bias, _mm512_maskz_loadu_ps(mask, xa[t]->sum + xg),
-                                              f[t][i]);
-                }
-            }
-            for (int t = 0; t < T; ++t) _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
-        }
+        pass_factors<R, T>(m, xa, r0, g0, count, factor, f);
         const std::int64_t c_begin = (g0 << m.group_shift) / kChunk8Elems;
         const std::int64_t c_end =
             std::min(chunks, (((g0 + count) << m.group_shift) + kChunk8Elems - 1) / kChunk8Elems);
