@@ -27,6 +27,7 @@ const AbKnob kAbKnobs[] = {
     {"split-int8", &Tuning::split_int8_activations},
     {"amx", &Tuning::amx},
     {"amx-block-prefetch", &Tuning::amx_prefetch_next_block},
+    {"amx-two-digits", &Tuning::amx_decode_two_digits},
     {"attention-prefetch", &Tuning::attention_prefetch_heads},
     {"attention-all-heads", &Tuning::attention_fewer_heads_per_tile},
     {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},

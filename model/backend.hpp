@@ -148,6 +148,13 @@ public:
         for (std::int64_t i = 0; i < n; ++i) task(ctx, i);
     }
 
+    // What the rows of the following ops are, until said again: true while they are decode
+    // steps (one new token per sequence), false (the start) while prompt tokens are among
+    // them. A backend may then round activations as its decode path does (the CPU backend's
+    // AMX tiles: two int8 digits instead of four, CpuTuning::amx_decode_two_digits), so that
+    // prompts keep f32-class precision. A stage says it at every batch.
+    virtual void set_rows_are_decode_steps(bool) {}
+
     // y[n, w.rows] = x[n, w.cols] · Wᵀ, then + bias[w.rows] if `bias` is valid.
     virtual void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
                         const WeightVector* bias = nullptr) = 0;

@@ -209,6 +209,9 @@ Result<void> Stage::run_layers(const std::vector<SequenceBatchEntry>& batch,
             return r.error();
         }
     }
+    // One token per sequence: decode steps, whose activations the backend may round as its
+    // decode path does (a one-token prompt is one too: alone, it takes the same GEMV).
+    backend_.set_rows_are_decode_steps(n_rows == static_cast<std::int64_t>(batch.size()));
     positions_.resize(static_cast<std::size_t>(n_rows));
     for (std::size_t i = 0; i < batch.size(); ++i) {
         for (std::int32_t t = 0; t < batch[i].n_tokens; ++t) {

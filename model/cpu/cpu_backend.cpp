@@ -274,24 +274,29 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
     }
     if (amx_batch && tuning_.split_int8_activations && amx_kernel_supports(w) &&
         (w.bits != 8 || n >= tuning_.amx_8bit_min_tokens)) {
-        const auto staging = static_cast<std::size_t>(amx_staging_bytes(w, n));
+        const int digits = tuning_.amx_decode_two_digits && decode_steps_ ? 2 : 4;
+        const auto staging = static_cast<std::size_t>(amx_staging_bytes(w, n, digits));
         if (s.digits.size() < staging) s.digits.resize(staging);
         if (s.digit_unit.size() < n_groups) {
             s.digit_unit.resize(n_groups);
             s.digit_sum.resize(n_groups);
         }
-        const auto tiles = static_cast<std::size_t>(amx_tile_bytes(w, n));
+        const auto tiles = static_cast<std::size_t>(amx_tile_bytes(w, n, digits));
         if (s.amx_tiles.size() < tiles) s.amx_tiles.resize(tiles);
         const auto per_block =
-            static_cast<std::size_t>(amx_token_blocks(n) * (w.cols / w.group_size) * 16);
+            static_cast<std::size_t>(amx_token_blocks(n, digits) * (w.cols / w.group_size) * 16);
         if (s.amx_unit.size() < per_block) {
             s.amx_unit.resize(per_block);
             s.amx_sum.resize(per_block);
         }
         reserve_scratch(static_cast<std::size_t>(amx_row_scratch_floats(w)));
         in.kernel = DecodeInput::Kernel::kAmx;
-        in.amx = AmxActivations{s.amx_tiles.data(), s.amx_unit.data(), s.amx_sum.data(),
-                                tuning_.prefetch_bytes, tuning_.amx_prefetch_next_block};
+        in.amx = AmxActivations{s.amx_tiles.data(),
+                                s.amx_unit.data(),
+                                s.amx_sum.data(),
+                                tuning_.prefetch_bytes,
+                                tuning_.amx_prefetch_next_block,
+                                digits};
         return in;
     }
     // Larger batches decode each row to f32 once and run the f32 tiles (gemv_rows); see
@@ -382,7 +387,8 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
     if (in.kernel == DecodeInput::Kernel::kAmx) {
         // Per weight group, all tokens: each group's B tiles hold the 16 tokens of a block.
         const AmxBuffers buffers{s.digits.data(),    s.digit_unit.data(), s.digit_sum.data(),
-                                 s.amx_tiles.data(), s.amx_unit.data(),   s.amx_sum.data()};
+                                 s.amx_tiles.data(), s.amx_unit.data(),   s.amx_sum.data(),
+                                 in.amx.digits};
         serial_or_parallel(n * w.cols < tuning_.amx_prepare_serial_below, w.cols / w.group_size, 2,
                            [&](std::int64_t begin, std::int64_t end) {
                                prepare_amx_activations(w, x, n, begin, end, buffers);

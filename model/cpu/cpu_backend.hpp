@@ -87,6 +87,12 @@ struct CpuTuning {
     // steps): +5-11% (B / A 0.903-0.939 for --ab amx-8bit-min-tokens=4, 0.987-1.008 for
     // none); 2 tokens 8% slower (run 72), so not from 2.
     std::int64_t amx_8bit_min_tokens = 3;
+    // A batch of decode steps (Backend::set_rows_are_decode_steps) splits its activations for
+    // the AMX tiles into two int8 digits (split_int8::kGemvDigits, within 3.1e-5 · max|x_g|, the
+    // one- and two-token GEMV's precision) instead of four: 16 / 2 = 8 tokens share a narrow
+    // block's B tile and a wide block multiplies and folds two digit tiles instead of four.
+    // Prompt tokens keep four digits. false: four digits throughout.
+    bool amx_decode_two_digits = true;
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;
@@ -269,6 +275,7 @@ public:
                       float* up_scratch) override;
     void matmul_add(const WeightMatrix& w, const float* a, std::int64_t n, const WeightVector* bias,
                     float* residual, float* scratch) override;
+    void set_rows_are_decode_steps(bool decode_steps) override { decode_steps_ = decode_steps; }
 
 private:
     // The activations of one decode matmul as its kernel takes them, prepared once per call
@@ -369,6 +376,8 @@ private:
     void balanced_ranges(std::int64_t count, std::int64_t min_chunk, F&& f);
 
     CpuTuning tuning_;
+    // set_rows_are_decode_steps: the rows of the ops now running are decode steps.
+    bool decode_steps_ = false;
     ThreadPool pool_;
     std::vector<AlignedVector<float>> scratch_;  // [thread] kernel scratch
     std::vector<float> attention_partials_;      // split-K attention (m, l, acc) per tile row

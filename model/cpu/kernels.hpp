@@ -162,10 +162,11 @@ void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
 
 // Decode of 2-31 tokens (by default from 3 on 4-bit, 4 on 8-bit) on 4- and 8-bit weights through
 // AMX tiles (matmul_amx.cpp; x86 with AMX-INT8, AVX-512 and Linux's permission), the activations
-// split into split-int8's digits. `prepare_amx_activations` fills, for weight groups [group_begin,
-// group_end) of all n tokens, the B tiles (`tiles`, amx_tile_bytes) and per token block, group and
-// token the unit and f32 sum ([amx_token_blocks(n)][n_groups][16] each, 0 past n), through the
-// split-int8 layout in `staging` (amx_staging_bytes; staging_unit and staging_sum [n, n_groups]).
+// split into split-int8's digits, `digits` of them (4: split_int8::kAmxDigits, 2: kGemvDigits).
+// `prepare_amx_activations` fills, for weight groups [group_begin, group_end) of all n tokens,
+// the B tiles (`tiles`, amx_tile_bytes) and per token block, group and token the unit and f32
+// sum ([amx_token_blocks(n, digits)][n_groups][16] each, 0 past n), through the split-int8
+// layout in `staging` (amx_staging_bytes; staging_unit and staging_sum [n, n_groups]).
 struct AmxBuffers {
     std::int8_t* staging = nullptr;
     float* staging_unit = nullptr;
@@ -173,6 +174,7 @@ struct AmxBuffers {
     std::int8_t* tiles = nullptr;
     float* unit = nullptr;
     float* sum = nullptr;
+    int digits = 4;
 };
 struct AmxActivations {
     const std::int8_t* tiles = nullptr;
@@ -182,14 +184,15 @@ struct AmxActivations {
     // Prefetch the next 16-row block's codes while a block is multiplied (CpuTuning::
     // amx_prefetch_next_block) instead of prefetch_bytes ahead in each row.
     bool prefetch_next_block = true;
+    int digits = 4;  // as prepared: 4 or 2
 };
 // Whether this process may use AMX-INT8 tiles (asks Linux for them once).
 bool amx_available();
 // amx_available() and w is MLX affine 4 or 8 bits, groups of 32, 64 or 128, F32/F16/BF16 scales.
 bool amx_kernel_supports(const WeightMatrix& w);
-std::int64_t amx_token_blocks(std::int64_t n);
-std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n);
-std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n);
+std::int64_t amx_token_blocks(std::int64_t n, int digits);
+std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n, int digits);
+std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n, int digits);
 // Floats of `row_scratch` gemv_rows_amx needs per thread.
 std::int64_t amx_row_scratch_floats(const WeightMatrix& w);
 void prepare_amx_activations(const WeightMatrix& w, const float* x, std::int64_t n,

@@ -1,7 +1,8 @@
 // Decode of 3-31 tokens on MLX affine 4- and 8-bit weights through AMX tile multiplies (Intel
-// Xeon from Sapphire Rapids on), with the activations split into four int8 digits by the
-// split-int8 quantizer (matmul_split_int8.cpp, split_int8::kAmxDigits; the one- and two-token
-// GEMV takes two): f32-class precision, as prompts take these tiles too.
+// Xeon from Sapphire Rapids on), with the activations split into int8 digits by the split-int8
+// quantizer (matmul_split_int8.cpp): four (split_int8::kAmxDigits, f32-class precision) where
+// prompt tokens are among the rows, two (kGemvDigits, the one- and two-token GEMV's) for a
+// batch of decode steps (AmxActivations::digits; CpuTuning::amx_decode_two_digits says why).
 //
 // Why: a batch of decode tokens with f32 activations costs an FMA per weight and token, and the
 // weight's decode on top; on the lent 16-vCPU Xeons 4 sequences of Qwen2.5-0.5B q4 decoded only
@@ -17,15 +18,17 @@
 //   B_k (K/4 x 64 bytes):  digit k of the same elements of the 16 tokens, in the dot-product
 //                          layout (B_k[p/4][4t + p%4] = digit k of token t at K position p);
 //   C_k = A · B_k          S_k[r][t] = Σ q·d_k over the group, exact in int32;
-// and with unit_tg = step_tg · 2^-17,
+// and with four digits and unit_tg = step_tg · 2^-17,
 //   Σ q·x = unit_tg · (2^11 · (S0·2^6 + S1) + (S2·2^5 + S3))
+// (with two, unit_tg = step_tg · 2^-7 and Σ q·x = unit_tg · (S0·2^7 + S1)),
 //   y[t][r] += scale_rg · unit_tg · that + bias_rg · Σx_tg.
 // K is the group (64 at most per tile; groups of 128 take two tiles into the same sums). The
-// four C tiles are stored after every group and folded into 16 accumulators (one per row, the
-// tokens along the vector) by AVX-512: that fold, ~14 instructions per row and group, is the
-// kernel's vector cost, paid once for up to 16 tokens. Batches of up to 8 tokens take narrow
-// blocks instead (Layout): 4 tokens x 4 digits in one B tile, one multiply per group and a
-// fold of ~5 instructions per row, each group folded while the next one is multiplied.
+// D C tiles (D digits) are stored after every group and folded into 16 accumulators (one per
+// row, the tokens along the vector) by AVX-512: that fold, ~14 instructions per row and group
+// with four digits (8 with two), is the kernel's vector cost, paid once for up to 16 tokens.
+// Batches of up to 8 tokens take narrow blocks instead (Layout): 16 / D tokens x D digits in
+// one B tile, one multiply per group and a fold of ~5 instructions per row, each group folded
+// while the next one is multiplied.
 //
 // The digits come from the split-int8 quantizer (split_int8::split_avx512) token by token and
 // are then transposed into the B tiles, all tokens of a group at a time, so the batch's digits
@@ -58,11 +61,22 @@ namespace {
 
 constexpr std::int64_t kTileTokens = 16;
 constexpr std::int64_t kTileRows = 16;
-// Four digits (split_int8::kAmxDigits): prompts take these tiles too.
-constexpr const split_int8::DigitPlan& kPlan = split_int8::kAmxDigits;
-constexpr int kDigits = kPlan.count;
 // Batches up to this many tokens take narrow blocks (Layout).
 constexpr std::int64_t kNarrowMaxTokens = 8;
+
+// The plan of D digits: four (split_int8::kAmxDigits) or two (kGemvDigits).
+template <int D>
+constexpr const split_int8::DigitPlan& plan_of() {
+    static_assert(D == 2 || D == 4);
+    if constexpr (D == 4) {
+        return split_int8::kAmxDigits;
+    } else {
+        return split_int8::kGemvDigits;
+    }
+}
+const split_int8::DigitPlan& plan_of(int digits) {
+    return digits == 2 ? plan_of<2>() : plan_of<4>();
+}
 
 // AMX-TILE and AMX-INT8 (leaf 7 EDX 24, 25), AVX-512 with VNNI, VBMI (leaf 7 ECX 1), the OS
 // saving the tile state (XCR0 17-18), and Linux letting this process use the tile data
@@ -88,31 +102,28 @@ std::int64_t steps_of(const WeightMatrix& w) { return w.group_size == 128 ? 2 : 
 std::int64_t k_bytes(const WeightMatrix& w) { return std::min<std::int64_t>(w.group_size, 64); }
 
 // How a batch's tokens are laid out in B tiles. Wide blocks hold 16 tokens, one B tile per digit
-// (4 multiplies and 4 C tiles per group). Narrow blocks hold 4 tokens with their 4 digits side
-// by side in one B tile (column 4t + k: digit k of token t): one multiply per group, and the
-// fold combines the digits in f32 lanes weighted 2^17, 2^11, 2^5, 1 (kDigitWeight), summed per
-// token at the end of a row. A small batch then pays a quarter of the multiplies and folds a
-// 16-token block would cost it.
+// (D multiplies and D C tiles per group). Narrow blocks hold 16 / D tokens with their D digits
+// side by side in one B tile (column D·t + k: digit k of token t): one multiply per group, and
+// the fold combines the digits in f32 lanes weighted by their place (digit_weight: 2^17, 2^11,
+// 2^5, 1 or 2^7, 1), summed per token at the end of a row. A small batch then pays a quarter (a
+// half) of the multiplies and folds a 16-token block would cost it.
 struct Layout {
     bool narrow;
-    std::int64_t block_tokens;  // 4 or 16
+    std::int64_t block_tokens;  // 16 / digits or 16
+    int digits;
 };
-Layout layout_of(std::int64_t n) {
-    return n <= kNarrowMaxTokens ? Layout{true, 4} : Layout{false, kTileTokens};
+Layout layout_of(std::int64_t n, int digits) {
+    return n <= kNarrowMaxTokens ? Layout{true, kTileTokens / digits, digits}
+                                 : Layout{false, kTileTokens, digits};
 }
-// Digit k's weight in units (unit = step · 2^-kPosition[last]): 2^(kPosition[last] - kPosition[k]).
-constexpr auto kDigitWeight = [] {
-    std::array<float, kDigits> weight{};
-    for (int k = 0; k < kDigits; ++k) {
-        weight[k] = static_cast<float>(1u << (kPlan.position[kDigits - 1] - kPlan.position[k]));
-    }
-    return weight;
-}();
-static_assert(kDigitWeight[0] == 131072.0f && kDigitWeight[kDigits - 1] == 1.0f);
-// Bytes of one group's B tiles for a token block: wide, 4 digits x group x 16 tokens; narrow,
-// group x 4 tokens x 4 digits.
+// Digit k's weight in units (unit = step · 2^-position[last]): 2^(position[last] - position[k]).
+float digit_weight(const split_int8::DigitPlan& plan, int k) {
+    return static_cast<float>(1u << (plan.position[plan.count - 1] - plan.position[k]));
+}
+// Bytes of one group's B tiles for a token block: wide, D digits x group x 16 tokens; narrow,
+// group x 16 / D tokens x D digits.
 std::int64_t group_tile_bytes(const WeightMatrix& w, Layout layout) {
-    return (layout.narrow ? 1 : kDigits) * w.group_size * 16;
+    return (layout.narrow ? 1 : layout.digits) * w.group_size * 16;
 }
 
 }  // namespace
@@ -137,17 +148,18 @@ bool amx_kernel_supports(const WeightMatrix& w) {
     return format && amx_available();
 }
 
-std::int64_t amx_token_blocks(std::int64_t n) {
-    const std::int64_t block = layout_of(n).block_tokens;
+std::int64_t amx_token_blocks(std::int64_t n, int digits) {
+    const std::int64_t block = layout_of(n, digits).block_tokens;
     return (n + block - 1) / block;
 }
 
-std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n) {
-    return amx_token_blocks(n) * (w.cols / w.group_size) * group_tile_bytes(w, layout_of(n));
+std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n, int digits) {
+    return amx_token_blocks(n, digits) * (w.cols / w.group_size) *
+           group_tile_bytes(w, layout_of(n, digits));
 }
 
-std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n) {
-    return n * split_int8::token_bytes(w, kPlan);
+std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n, int digits) {
+    return n * split_int8::token_bytes(w, plan_of(digits));
 }
 
 std::int64_t amx_row_scratch_floats(const WeightMatrix& w) {
@@ -172,20 +184,22 @@ alignas(64) constexpr auto kInterleave = [] {
 
 void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t g,
                    const AmxBuffers& buf) {
+    const split_int8::DigitPlan& plan = plan_of(buf.digits);
+    const int digits = plan.count;
     const std::int64_t n_groups = w.cols / w.group_size;
-    const std::int64_t token_bytes = split_int8::token_bytes(w, kPlan);
+    const std::int64_t token_bytes = split_int8::token_bytes(w, plan);
     const std::int64_t group = w.group_size;
     const std::int64_t kb = k_bytes(w);
-    const Layout layout = layout_of(n);
+    const Layout layout = layout_of(n, digits);
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t i = t * n_groups + g;
-        split_int8::split_avx512(kPlan, w, x, i, i + 1, buf.staging, buf.staging_unit,
+        split_int8::split_avx512(plan, w, x, i, i + 1, buf.staging, buf.staging_unit,
                                  buf.staging_sum);
         const std::int64_t block = t / layout.block_tokens * n_groups + g;
         if (layout.narrow) {
-            for (int k = 0; k < kDigits; ++k) {
-                const std::int64_t at = block * 16 + t % 4 * kDigits + k;
-                buf.unit[at] = buf.staging_unit[i] * kDigitWeight[k];
+            for (int k = 0; k < digits; ++k) {
+                const std::int64_t at = block * 16 + t % layout.block_tokens * digits + k;
+                buf.unit[at] = buf.staging_unit[i] * digit_weight(plan, k);
                 buf.sum[at] = k == 0 ? buf.staging_sum[i] : 0.0f;
             }
         } else {
@@ -197,22 +211,22 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
     // and 64 odd ones. A group of 32 or 64 is a run of group / 2 bytes in each; one of 128 is
     // a whole chunk.
     const std::int64_t first = g * group;
-    const std::int64_t chunk_offset = first / split_int8::kChunkElems * kPlan.chunk_bytes();
+    const std::int64_t chunk_offset = first / split_int8::kChunkElems * plan.chunk_bytes();
     const std::int64_t in_run = first % split_int8::kChunkElems / 2;
-    const std::int64_t tiles_per_step = layout.narrow ? 1 : kDigits;
-    for (std::int64_t tb = 0; tb < amx_token_blocks(n); ++tb) {
+    const std::int64_t tiles_per_step = layout.narrow ? 1 : digits;
+    for (std::int64_t tb = 0; tb < amx_token_blocks(n, digits); ++tb) {
         std::int8_t* out = buf.tiles + (tb * n_groups + g) * group_tile_bytes(w, layout);
         for (std::int64_t step = 0; step < steps_of(w); ++step) {
             for (std::int64_t tile_index = 0; tile_index < tiles_per_step; ++tile_index) {
                 // The K bytes of each of the tile's 16 columns (zero past n), then their
                 // transpose by 4-byte words: word q of column j goes to row q, column j.
-                // Column j is token j of the block for digit tile_index (wide), or digit j % 4
-                // of token j / 4 (narrow).
+                // Column j is token j of the block for digit tile_index (wide), or digit j % D
+                // of token j / D (narrow).
                 alignas(64) std::uint32_t kv[16][16] = {};
                 for (std::int64_t j = 0; j < 16; ++j) {
                     const std::int64_t token =
-                        tb * layout.block_tokens + (layout.narrow ? j / kDigits : j);
-                    const std::int64_t k = layout.narrow ? j % kDigits : tile_index;
+                        tb * layout.block_tokens + (layout.narrow ? j / digits : j);
+                    const std::int64_t k = layout.narrow ? j % digits : tile_index;
                     if (token >= n) break;
                     const std::int8_t* base =
                         buf.staging + token * token_bytes + chunk_offset + k * 128 + in_run;
@@ -357,28 +371,43 @@ HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* c
     }
 }
 
-// One K step of a group for the wide kernel: C_0..C_3 += A (tile kA) · B_0..B_3 (the token
-// block's four digit tiles at `b`), B tiles rotated through tiles 6 and 7.
-template <int kA>
+// One K step of a group for the wide kernel: C_0..C_{D-1} += A (tile kA) · B_0..B_{D-1} (the
+// token block's digit tiles at `b`), B tiles rotated through tiles 6 and 7.
+template <int D, int kA>
 HWY_INLINE void multiply_digits(const std::int8_t* b, std::int64_t tile_bytes) {
     tile_load<6>(b, 64);
     tile_dpbusd<0, kA, 6>();
     tile_load<7>(b + tile_bytes, 64);
     tile_dpbusd<1, kA, 7>();
-    tile_load<6>(b + 2 * tile_bytes, 64);
-    tile_dpbusd<2, kA, 6>();
-    tile_load<7>(b + 3 * tile_bytes, 64);
-    tile_dpbusd<3, kA, 7>();
+    if constexpr (D == 4) {
+        tile_load<6>(b + 2 * tile_bytes, 64);
+        tile_dpbusd<2, kA, 6>();
+        tile_load<7>(b + 3 * tile_bytes, 64);
+        tile_dpbusd<3, kA, 7>();
+    }
 }
 
-// C_0..C_3 of one group for 16 rows (A in tiles 4, 5) and the token block's B tiles at `b`.
+// C_0..C_{D-1} of one group for 16 rows (A in tiles 4, 5) and the token block's B tiles at `b`.
+template <int D>
 HWY_INLINE void multiply_group(const std::int8_t* b, std::int64_t steps, std::int64_t tile_bytes) {
     tile_zero<0>();
     tile_zero<1>();
-    tile_zero<2>();
-    tile_zero<3>();
-    multiply_digits<4>(b, tile_bytes);
-    if (steps == 2) multiply_digits<5>(b + 4 * tile_bytes, tile_bytes);
+    if constexpr (D == 4) {
+        tile_zero<2>();
+        tile_zero<3>();
+    }
+    multiply_digits<D, 4>(b, tile_bytes);
+    if (steps == 2) multiply_digits<D, 5>(b + D * tile_bytes, tile_bytes);
+}
+
+template <int D>
+HWY_INLINE void store_sums(std::int32_t* out) {
+    tile_store<0>(out);
+    tile_store<1>(out + 256);
+    if constexpr (D == 4) {
+        tile_store<2>(out + 512);
+        tile_store<3>(out + 768);
+    }
 }
 
 // An A tile: from the unpacked codes (a_stride 64, the 1 KiB buffer unpack_group filled) or
@@ -444,26 +473,33 @@ struct RowBlock {
 };
 
 // acc[m] += row m's part of one group from the sums C_k in `c` (C_k[m] at c + k * 256 + m * 16).
+template <int D>
 HWY_INLINE void fold_group(const std::int32_t* c, __m512 unit_g, __m512 sum_g, const float* scale,
                            const float* bias, std::int64_t stride, __m512* acc) {
 #pragma GCC unroll 16
     for (int m = 0; m < kTileRows; ++m) {
         const __m512i s0 = _mm512_load_si512(c + m * 16);
         const __m512i s1 = _mm512_load_si512(c + 256 + m * 16);
-        const __m512i s2 = _mm512_load_si512(c + 512 + m * 16);
-        const __m512i s3 = _mm512_load_si512(c + 768 + m * 16);
-        const __m512i high = _mm512_add_epi32(_mm512_slli_epi32(s0, 6), s1);
-        const __m512i low = _mm512_add_epi32(_mm512_slli_epi32(s2, 5), s3);
-        const __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_set1_ps(2048.0f),
-                                         _mm512_cvtepi32_ps(low));
+        __m512 v;
+        if constexpr (D == 4) {
+            const __m512i s2 = _mm512_load_si512(c + 512 + m * 16);
+            const __m512i s3 = _mm512_load_si512(c + 768 + m * 16);
+            const __m512i high = _mm512_add_epi32(_mm512_slli_epi32(s0, 6), s1);
+            const __m512i low = _mm512_add_epi32(_mm512_slli_epi32(s2, 5), s3);
+            v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_set1_ps(2048.0f),
+                                _mm512_cvtepi32_ps(low));
+        } else {
+            // |S0·2^7 + S1| <= 2^7 · 128 · 255 · 127 + ...: exact in int32.
+            v = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s0, 7), s1));
+        }
         acc[m] =
             _mm512_fmadd_ps(_mm512_mul_ps(v, unit_g), _mm512_set1_ps(scale[m * stride]), acc[m]);
         acc[m] = _mm512_fmadd_ps(sum_g, _mm512_set1_ps(bias[m * stride]), acc[m]);
     }
 }
 
-// The same for a narrow block: C[m] lane 4t + k is S_k of token t, and `unit_g` carries each
-// lane's digit weight, `sum_g` the tokens' sums in lanes 4t.
+// The same for a narrow block: C[m] lane D·t + k is S_k of token t, and `unit_g` carries each
+// lane's digit weight, `sum_g` the tokens' sums in lanes D·t.
 HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 sum_g,
                                   const float* scale, const float* bias, std::int64_t stride,
                                   __m512* acc) {
@@ -478,7 +514,7 @@ HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 s
 // acc[16k + m] (block tb + k's 16 lanes) = row m · x for kBlocks token blocks (2 only for
 // narrow ones: both take each group's A tiles). Each group's codes are unpacked while the tile
 // unit multiplies the previous group's, and the sums are folded after.
-template <bool kNarrow, int kBlocks>
+template <int D, bool kNarrow, int kBlocks>
 HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
                                  std::int64_t row_bytes, std::int64_t tb, __m512* acc_out) {
     static_assert(kBlocks == 1 || (kNarrow && kBlocks == 2));
@@ -488,11 +524,12 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     const std::int64_t steps = steps_of(w);
     const std::int64_t tile_bytes = kb * 16;
     const std::int64_t group_bytes = w.group_size * w.bits / 8;
-    const std::int64_t b_stride = group_tile_bytes(w, Layout{kNarrow, kNarrow ? 4 : 16});
+    const std::int64_t b_stride =
+        group_tile_bytes(w, Layout{kNarrow, kNarrow ? kTileTokens / D : kTileTokens, D});
     alignas(64) std::uint8_t a[2][2][kTileRows * 64];
     // The C tiles' sums (narrow: one per block; wide: one per digit), for two groups: narrow
     // blocks fold one while the next is made.
-    constexpr std::int64_t kSums = (kNarrow ? kBlocks : kDigits) * kTileRows * kTileTokens;
+    constexpr std::int64_t kSums = (kNarrow ? kBlocks : D) * kTileRows * kTileTokens;
     alignas(64) std::int32_t c[2 * kSums];
     const std::int8_t* b = rb.xa.tiles + tb * n_groups * b_stride;
     const float* unit = rb.xa.unit + tb * n_groups * kTileTokens;
@@ -524,7 +561,7 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
                                   rb.bias + g, n_groups, acc + kTileRows);
             }
         } else {
-            fold_group(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
+            fold_group<D>(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
         }
     };
     // 8-bit codes of 16 whole rows are the A tiles as they are.
@@ -577,15 +614,12 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
             tile_load_buffer<4>(a[cur][0]);
             if (steps == 2) tile_load_buffer<5>(a[cur][1]);
         }
-        multiply_group(b + g * b_stride, steps, tile_bytes);
+        multiply_group<D>(b + g * b_stride, steps, tile_bytes);
         prepare_next(g, cur);
         // Wide blocks fold their own group at once: overlapped they were 0-12% slower on the
         // lent 16-vCPU Xeon (run 51).
         std::int32_t* out = c + cur * kSums;
-        tile_store<0>(out);
-        tile_store<1>(out + 256);
-        tile_store<2>(out + 512);
-        tile_store<3>(out + 768);
+        store_sums<D>(out);
         fold(g, out);
     }
 #pragma GCC unroll 32
@@ -594,17 +628,19 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
 
 }  // namespace
 
-void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t n,
-                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
-                   std::int64_t ldy, float* row_scratch) {
-    if (row_end <= row_begin || n <= 0) return;
+namespace {
+
+template <int D>
+void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::int64_t n,
+                          std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                          float* y, std::int64_t ldy, float* row_scratch) {
     const std::int64_t n_groups = w.cols / w.group_size;
     const std::int64_t row_bytes = w.row_bytes();
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     float* scale = row_scratch;
     float* group_bias = row_scratch + kTileRows * n_groups;
     const bool has_bias = bias != nullptr && bias->valid();
-    const Layout layout = layout_of(n);
+    const Layout layout = layout_of(n, D);
     configure_tiles(k_bytes(w));
     for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
         const std::int64_t rows = std::min(kTileRows, row_end - r0);
@@ -640,32 +676,37 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
             }
         }
         const __m512 row_bias = _mm512_load_ps(row_bias_values);
-        const std::int64_t blocks = amx_token_blocks(n);
+        const std::int64_t blocks = amx_token_blocks(n, D);
         for (std::int64_t tb = 0; tb < blocks;) {
             // Narrow blocks two at a time where there are two.
             __m512 acc[2 * kTileRows];
             const std::int64_t taken = layout.narrow && tb + 1 < blocks ? 2 : 1;
             const std::uint8_t* codes = base + r0 * row_bytes;
             if (!layout.narrow) {
-                row_block_tokens<false, 1>(rb, codes, row_bytes, tb, acc);
+                row_block_tokens<D, false, 1>(rb, codes, row_bytes, tb, acc);
             } else if (taken == 2) {
-                row_block_tokens<true, 2>(rb, codes, row_bytes, tb, acc);
+                row_block_tokens<D, true, 2>(rb, codes, row_bytes, tb, acc);
             } else {
-                row_block_tokens<true, 1>(rb, codes, row_bytes, tb, acc);
+                row_block_tokens<D, true, 1>(rb, codes, row_bytes, tb, acc);
             }
-            // Each token's 16 rows leave as one vector: a narrow block's four digit lanes of a
-            // token are summed in its lane 4t first (the smallest first, the same floats as
-            // before), then a gather takes lane t (wide) or 4t (narrow) of the 16 rows. Row by
-            // row and token by token, this was 13-20% of a 4-token matmul here.
+            // Each token's 16 rows leave as one vector: a narrow block's D digit lanes of a
+            // token are summed in its lane D·t first (the smallest first), then a gather takes
+            // lane t (wide) or D·t (narrow) of the 16 rows. Row by row and token by token, this
+            // was 13-20% of a 4-token matmul here.
             alignas(64) float out[2 * kTileRows][16];
             for (int m = 0; m < taken * kTileRows; ++m) {
                 __m512 v = acc[m];
                 if (layout.narrow) {
-                    // Within each token's 4 lanes: lane 0 <- l0 + (l1 + (l2 + l3)).
-                    const __m512 l1 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 2, 1));
-                    const __m512 l2 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 2));
-                    const __m512 l3 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 3));
-                    v = _mm512_add_ps(v, _mm512_add_ps(l1, _mm512_add_ps(l2, l3)));
+                    if constexpr (D == 4) {
+                        // Within each token's 4 lanes: lane 0 <- l0 + (l1 + (l2 + l3)).
+                        const __m512 l1 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 2, 1));
+                        const __m512 l2 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 2));
+                        const __m512 l3 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 3));
+                        v = _mm512_add_ps(v, _mm512_add_ps(l1, _mm512_add_ps(l2, l3)));
+                    } else {
+                        // Within each token's 2 lanes: lane 0 <- l0 + l1.
+                        v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
+                    }
                 }
                 _mm512_store_ps(out[m], v);
             }
@@ -679,7 +720,7 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
                 const float* block_out = out[k * kTileRows];
                 for (std::int64_t t = 0; t < tokens; ++t) {
                     const __m512i index = _mm512_add_epi32(
-                        row_lanes, _mm512_set1_epi32(static_cast<int>(layout.narrow ? 4 * t : t)));
+                        row_lanes, _mm512_set1_epi32(static_cast<int>(layout.narrow ? D * t : t)));
                     const __m512 value = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), row_mask,
                                                                   index, block_out, 4);
                     _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
@@ -689,6 +730,19 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
         }
     }
     _tile_release();
+}
+
+}  // namespace
+
+void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t n,
+                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias, float* y,
+                   std::int64_t ldy, float* row_scratch) {
+    if (row_end <= row_begin || n <= 0) return;
+    if (xa.digits == 2) {
+        gemv_rows_amx_digits<2>(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+    } else {
+        gemv_rows_amx_digits<4>(w, xa, n, row_begin, row_end, bias, y, ldy, row_scratch);
+    }
 }
 
 HWY_POP_ATTRIBUTES
@@ -701,9 +755,9 @@ HWY_POP_ATTRIBUTES
 bool amx_available() { return false; }
 bool amx_bf16_available() { return false; }
 bool amx_kernel_supports(const WeightMatrix&) { return false; }
-std::int64_t amx_token_blocks(std::int64_t n) { return (n + 15) / 16; }
-std::int64_t amx_tile_bytes(const WeightMatrix&, std::int64_t) { return 0; }
-std::int64_t amx_staging_bytes(const WeightMatrix&, std::int64_t) { return 0; }
+std::int64_t amx_token_blocks(std::int64_t n, int) { return (n + 15) / 16; }
+std::int64_t amx_tile_bytes(const WeightMatrix&, std::int64_t, int) { return 0; }
+std::int64_t amx_staging_bytes(const WeightMatrix&, std::int64_t, int) { return 0; }
 std::int64_t amx_row_scratch_floats(const WeightMatrix&) { return 0; }
 void prepare_amx_activations(const WeightMatrix&, const float*, std::int64_t, std::int64_t,
                              std::int64_t, const AmxBuffers&) {}

@@ -472,9 +472,10 @@ TEST(CpuMatmul, NextTilePrefetchChangesNoBits) {
 }
 
 // AMX tiles (matmul_amx.cpp) for 2-31 tokens and prompts: every format, 4- and 8-bit ones
-// taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads). 2-8
-// tokens are narrow blocks of 4 (5 and 8: two of them), 9-31 wide blocks of 16 (17 and 31: two),
-// 33 and 70 prompts of 2 and 3 chunks, the last one partial. amx_min_tokens = 2 (with
+// taking the kernel (groups of 32, 64 and 128, partial last tiles of rows, 1-3 threads). With
+// four digits (prompt rows), 2-8 tokens are narrow blocks of 4 (5 and 8: two of them); with two
+// (decode steps) narrow blocks of 8 (9: none, a wide block); 9-31 wide blocks of 16 (17 and 31:
+// two), 33 and 70 prompts of 2 and 3 chunks, the last one partial. amx_min_tokens = 2 (with
 // split_int8_max_tokens = 1) sends 2 tokens through the tiles too.
 TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
@@ -485,81 +486,118 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     tuning.amx_8bit_min_tokens = 2;
     tuning.amx_bf16_min_tokens = 2;
     for (int threads : {1, 2, 3}) {
-        CpuBackend cpu(BackendOptions{threads}, tuning);
-        run_matmul_cases(cpu, "amx threads=" + std::to_string(threads),
-                         {2, 3, 5, 8, 9, 16, 17, 31, 33, 70}, Rounding::kAmx);
+        for (const bool decode_steps : {false, true}) {
+            CpuBackend cpu(BackendOptions{threads}, tuning);
+            cpu.set_rows_are_decode_steps(decode_steps);
+            run_matmul_cases(cpu,
+                             std::string(decode_steps ? "amx decode steps" : "amx prompt rows") +
+                                 " threads=" + std::to_string(threads),
+                             {2, 3, 5, 8, 9, 16, 17, 31, 33, 70},
+                             decode_steps ? Rounding::kSplitInt8 : Rounding::kAmx);
+        }
     }
 }
 
-// Rows of wide 4-bit, 8-bit and BF16 matrices (more than one 16-row tile per thread, a partial
-// last tile) give the same bits on 1, 3 and 7 threads, and each token of a batch (7 tokens: two
-// narrow blocks; 19: two wide ones) is within f32 rounding of what the one-token split-int8
-// kernel gives it alone.
-TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
-    if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
+// Rows of 4-bit, 8-bit and BF16 matrices (wide ones with more than one 16-row tile per thread,
+// and a small model's: one and three groups, a partial chunk) give the same bits on 1, 3 and 7
+// threads, and each token of a batch (3 and 7 tokens: one narrow block of two digits, or one and
+// two of four; 19: two wide ones) is within f32 rounding of what the one-token split-int8 kernel
+// gives it alone, plus the rounding of the less precise side. A batch of decode steps has the
+// GEMV's two digits, the same ones for the same x, so its tokens differ from alone by f32
+// rounding only.
+void expect_amx_rows_split_and_alone(bool decode_steps) {
     CpuTuning tuning;
     tuning.int16_activations = false;
-    for (int bits : {4, 8, 16}) {
-        for (int group : {32, 64, 128}) {
-            if (bits == 16 && group != 32) continue;
-            // bits 16: BF16 rows (AMX-BF16, matmul_amx_bf16.cpp).
-            auto w = bits == 16 ? test::make_plain_weight(DType::kBF16, 83, 1152, 57, 0)
-                                : test::make_quant_weight(bits, group, DType::kF16, 83, 1152,
-                                                          40 + bits + group, 0);
-            for (const std::int64_t n : {7, 19}) {
-                if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
-                const auto x = test::random_floats(static_cast<std::size_t>(n * 1152), 9);
-                // 1, 3 and 7 threads, then 3 with each row's codes prefetched ahead instead of
-                // the next row block's (a prefetch changes no float).
-                std::vector<std::vector<float>> ys;
-                for (int run = 0; run < 4; ++run) {
-                    CpuTuning run_tuning = tuning;
-                    run_tuning.amx_prefetch_next_block = run < 3;
-                    CpuBackend cpu(BackendOptions{run == 0 ? 1 : run == 2 ? 7 : 3}, run_tuning);
-                    ys.emplace_back(static_cast<std::size_t>(n * 83), NAN);
-                    cpu.matmul(w.view, x.data(), n, ys.back().data());
-                }
-                std::ostringstream what_stream;
-                if (bits == 16) {
-                    what_stream << "bf16";
-                } else {
-                    what_stream << "q" << bits << " g" << group;
-                }
-                what_stream << " n=" << n;
-                const std::string what = what_stream.str();
-                EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)), 0)
-                    << what;
-                EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)), 0)
-                    << what;
-                EXPECT_EQ(std::memcmp(ys[0].data(), ys[3].data(), ys[0].size() * sizeof(float)), 0)
-                    << what << " (rows prefetched ahead)";
-                CpuBackend cpu(BackendOptions{2}, tuning);
-                const Rounding alone_rounding = bits == 16 || split_int8_kernel_supports(w.view)
-                                                    ? Rounding::kSplitInt8
-                                                    : Rounding::kAmx;
-                for (std::int64_t t : {std::int64_t{0}, n / 2, n - 1}) {
-                    std::vector<float> alone(83);
-                    cpu.matmul(w.view, x.data() + t * 1152, 1, alone.data());
-                    for (std::int64_t r = 0; r < 83; ++r) {
-                        // Alone, 4-bit rows take the GEMV's two digits, and so do 8-bit ones
-                        // with AVX-512 (f32 activations on other CPUs, where the tiles' four
-                        // digits are the less precise side): f32 rounding plus that side's.
-                        // BF16 rows: f32 rounding in another order.
-                        double magnitude = 0.0;
-                        for (std::int64_t c = 0; c < 1152; ++c) {
-                            magnitude += std::abs(static_cast<double>(x[t * 1152 + c]) *
-                                                  w.dense[r * 1152 + c]);
+    struct Shape {
+        std::int64_t rows, cols;
+    };
+    // Wide rows, and a small model's (a partial chunk of 128 columns, one or three groups).
+    for (const Shape shape : {Shape{83, 1152}, Shape{37, 64}, Shape{37, 192}})
+        for (int bits : {4, 8, 16}) {
+            for (int group : {32, 64, 128}) {
+                if ((bits == 16 && group != 32) || shape.cols % group != 0) continue;
+                const std::int64_t rows = shape.rows, cols = shape.cols;
+                // bits 16: BF16 rows (AMX-BF16, matmul_amx_bf16.cpp).
+                auto w = bits == 16 ? test::make_plain_weight(DType::kBF16, rows, cols, 57, 0)
+                                    : test::make_quant_weight(bits, group, DType::kF16, rows, cols,
+                                                              40 + bits + group, 0);
+                for (const std::int64_t n : {3, 7, 19}) {
+                    if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
+                    const auto x = test::random_floats(static_cast<std::size_t>(n * cols), 9);
+                    // 1, 3 and 7 threads, then 3 with each row's codes prefetched ahead instead of
+                    // the next row block's (a prefetch changes no float).
+                    std::vector<std::vector<float>> ys;
+                    for (int run = 0; run < 4; ++run) {
+                        CpuTuning run_tuning = tuning;
+                        run_tuning.amx_prefetch_next_block = run < 3;
+                        CpuBackend cpu(BackendOptions{run == 0 ? 1 : run == 2 ? 7 : 3}, run_tuning);
+                        cpu.set_rows_are_decode_steps(decode_steps);
+                        ys.emplace_back(static_cast<std::size_t>(n * rows), NAN);
+                        cpu.matmul(w.view, x.data(), n, ys.back().data());
+                    }
+                    std::ostringstream what_stream;
+                    if (bits == 16) {
+                        what_stream << "bf16";
+                    } else {
+                        what_stream << "q" << bits << " g" << group;
+                    }
+                    what_stream << " " << rows << "x" << cols << " n=" << n
+                                << (decode_steps ? " decode steps" : " prompt rows");
+                    const std::string what = what_stream.str();
+                    EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * sizeof(float)),
+                              0)
+                        << what;
+                    EXPECT_EQ(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * sizeof(float)),
+                              0)
+                        << what;
+                    EXPECT_EQ(std::memcmp(ys[0].data(), ys[3].data(), ys[0].size() * sizeof(float)),
+                              0)
+                        << what << " (rows prefetched ahead)";
+                    CpuBackend cpu(BackendOptions{2}, tuning);
+                    const bool alone_split = bits == 16 || split_int8_kernel_supports(w.view);
+                    // Alone, 4-bit rows take the GEMV's two digits, and so do 8-bit ones with
+                    // AVX-512 (f32 activations on other CPUs). The batch's rows take four digits
+                    // (prompt rows) or the same two (decode steps, the same digits: only f32
+                    // rounding apart). BF16 rows: f32 rounding in another order.
+                    const Rounding alone_rounding =
+                        bits == 16 || (decode_steps && alone_split)
+                            ? Rounding::kNone
+                            : (alone_split || decode_steps ? Rounding::kSplitInt8 : Rounding::kAmx);
+                    for (std::int64_t t : {std::int64_t{0}, n / 2, n - 1}) {
+                        std::vector<float> alone(static_cast<std::size_t>(rows));
+                        cpu.matmul(w.view, x.data() + t * cols, 1, alone.data());
+                        for (std::int64_t r = 0; r < rows; ++r) {
+                            double magnitude = 0.0;
+                            for (std::int64_t c = 0; c < cols; ++c) {
+                                magnitude += std::abs(static_cast<double>(x[t * cols + c]) *
+                                                      w.dense[r * cols + c]);
+                            }
+                            // Equal digits: f32 rounding of the group terms in another order,
+                            // the sums of x for the biases included (1e-6, some 60 times below
+                            // what two digits may round, so four digits in the batch fail it).
+                            const double f32_rounding =
+                                bits == 16 || (decode_steps && alone_rounding == Rounding::kNone)
+                                    ? 1e-6
+                                    : 2e-7;
+                            const double tol = f32_rounding * magnitude +
+                                               rounding_bound(w, x, t, r, alone_rounding);
+                            EXPECT_NEAR(ys[0][t * rows + r], alone[r], tol)
+                                << what << " t=" << t << " r=" << r;
                         }
-                        const double tol =
-                            (bits == 16 ? 1e-6 : 2e-7) * magnitude +
-                            (bits == 16 ? 0.0 : rounding_bound(w, x, t, r, alone_rounding));
-                        EXPECT_NEAR(ys[0][t * 83 + r], alone[r], tol)
-                            << what << " t=" << t << " r=" << r;
                     }
                 }
             }
         }
-    }
+}
+
+TEST(CpuMatmul, AmxRowsGiveTheSameBitsForEveryRowSplitAndMatchOneTokenAlone) {
+    if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
+    expect_amx_rows_split_and_alone(false);
+}
+
+TEST(CpuMatmul, AmxDecodeStepsGiveTheSameBitsForEveryRowSplitAndOneTokenAlonesDigits) {
+    if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
+    expect_amx_rows_split_and_alone(true);
 }
 
 // The three bf16 terms of every activation, read back through the documented tile layout

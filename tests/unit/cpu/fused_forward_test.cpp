@@ -1,8 +1,8 @@
 // A whole forward pass with the CPU backend's fused layer ops against the same backend with
 // them turned off (a wrapper that keeps the Backend defaults: separate matmuls, silu_mul, add):
 // the logits must be identical, bit for bit, through prompt processing, one-token decode,
-// short chunks and a two-sequence batch, on tiny random checkpoints of every format (odd
-// intermediate sizes, Qwen2 biases, Qwen3 q/k norms) and on the bundled demo model.
+// short chunks and batches of two and three sequences, on tiny random checkpoints of every format
+// (odd intermediate sizes, Qwen2 biases, Qwen3 q/k norms) and on the bundled demo model.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 
 #include "model/cpu/cpu_backend.hpp"
 #include "model/forward.hpp"
+#include "tests/support/forwarding_backend.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/unit/model/tiny_model.hpp"
 
@@ -21,57 +22,25 @@ namespace brigade::model::cpu {
 namespace {
 
 // Forwards every op to `inner` but keeps Backend's default fused ops, which call the plain ops.
-class UnfusedBackend final : public Backend {
+class UnfusedBackend final : public test::ForwardingBackend {
 public:
-    explicit UnfusedBackend(Backend& inner) : inner_(inner) {}
+    using ForwardingBackend::ForwardingBackend;
     std::string_view name() const override { return "unfused"; }
-    BackendKind kind() const override { return inner_.kind(); }
-    bool supports(const WeightMatrix& w) const override { return inner_.supports(w); }
-    DeviceBuffer alloc(std::size_t bytes) override { return inner_.alloc(bytes); }
-    WeightMatrix upload(const WeightMatrix& host) override { return inner_.upload(host); }
-    WeightVector upload(const WeightVector& host) override { return inner_.upload(host); }
-    void write(DeviceBuffer& dst, std::size_t offset, const void* src, std::size_t n) override {
-        inner_.write(dst, offset, src, n);
+    void matmul_many(std::span<const MatmulJob> jobs, const float* x, std::int64_t n) override {
+        Backend::matmul_many(jobs, x, n);
     }
-    void read(const DeviceBuffer& src, std::size_t offset, void* dst, std::size_t n) override {
-        inner_.read(src, offset, dst, n);
+    void gated_mlp_up(const WeightMatrix& gate, const WeightVector* b_gate, const WeightMatrix& up,
+                      const WeightVector* b_up, const float* x, std::int64_t n, float* out,
+                      float* up_scratch) override {
+        Backend::gated_mlp_up(gate, b_gate, up, b_up, x, n, out, up_scratch);
     }
-    void store_as(const float* src, std::int64_t n, DType dtype, DeviceBuffer& dst,
-                  std::size_t offset) override {
-        inner_.store_as(src, n, dtype, dst, offset);
+    void matmul_add(const WeightMatrix& w, const float* a, std::int64_t n, const WeightVector* bias,
+                    float* residual, float* scratch) override {
+        Backend::matmul_add(w, a, n, bias, residual, scratch);
     }
-    void store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
-                         std::int64_t pos0, DType dtype, DeviceBuffer& dst,
-                         std::size_t offset) override {
-        inner_.store_key_tiles(src, n_rows, row_len, pos0, dtype, dst, offset);
+    void attention_many(std::span<const AttentionArgs> batch) override {
+        Backend::attention_many(batch);
     }
-    void synchronize() override { inner_.synchronize(); }
-    void matmul(const WeightMatrix& w, const float* x, std::int64_t n, float* y,
-                const WeightVector* bias) override {
-        inner_.matmul(w, x, n, y, bias);
-    }
-    void embed(const WeightMatrix& table, std::span<const std::int32_t> ids, float* out) override {
-        inner_.embed(table, ids, out);
-    }
-    void rms_norm(const float* x, const WeightVector& weight, std::int64_t n, std::int64_t d,
-                  float eps, float* y) override {
-        inner_.rms_norm(x, weight, n, d, eps, y);
-    }
-    void rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
-              const std::int32_t* positions, std::span<const float> inv_freq,
-              float attention_scaling) override {
-        inner_.rope(x, n_tokens, n_heads, head_dim, positions, inv_freq, attention_scaling);
-    }
-    void attention(const AttentionArgs& args) override { inner_.attention(args); }
-    void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) override {
-        inner_.silu_mul(gate, up, n, out);
-    }
-    void add(const float* a, const float* b, std::int64_t n, float* out) override {
-        inner_.add(a, b, n, out);
-    }
-
-private:
-    Backend& inner_;
 };
 
 SequenceBatchEntry entry(std::uint64_t seq, std::vector<std::int32_t> tokens, std::int32_t pos0) {
@@ -136,6 +105,11 @@ void expect_fused_equals_unfused(const std::filesystem::path& dir, const std::st
         // Two sequences in one step (the batched K/V path).
         (void)step({entry(2, {1, 2, 3, 4, 5}, 0)}, "second prompt");
         (void)step({entry(1, {7 % vocab}, pos), entry(2, {8 % vocab}, 5)}, "two-sequence step");
+        // Three (AMX tiles where the CPU has them, with a batch of decode steps' digits).
+        (void)step({entry(3, {4, 5, 6}, 0)}, "third prompt");
+        (void)step(
+            {entry(1, {9 % vocab}, pos + 1), entry(2, {10 % vocab}, 6), entry(3, {11 % vocab}, 3)},
+            "three-sequence step");
     }
 }
 

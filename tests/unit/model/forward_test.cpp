@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/backend.hpp"
 #include "model/generate.hpp"
+#include "tests/support/forwarding_backend.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/unit/model/tiny_model.hpp"
 
@@ -143,6 +145,54 @@ TEST(Forward, LongPromptGrowsTheCacheAndMatchesChunkedPrefill) {
     ASSERT_FALSE(over);
     EXPECT_EQ(over.error().code, errc::out_of_range);
     EXPECT_EQ(chunked->kv_cache().length(1), 600);
+}
+
+// Records, at each matmul of a layer's q/k/v, what the stage last said its rows are.
+class DecodeStepsRecorder final : public test::ForwardingBackend {
+public:
+    using ForwardingBackend::ForwardingBackend;
+    void set_rows_are_decode_steps(bool decode_steps) override {
+        decode_steps_ = decode_steps;
+        ForwardingBackend::set_rows_are_decode_steps(decode_steps);
+    }
+    void matmul_many(std::span<const MatmulJob> jobs, const float* x, std::int64_t n) override {
+        seen.push_back(decode_steps_);
+        ForwardingBackend::matmul_many(jobs, x, n);
+    }
+    std::vector<bool> seen;
+
+private:
+    bool decode_steps_ = false;
+};
+
+// A stage tells its backend whether a batch's rows are decode steps (one token per sequence),
+// which lets the CPU backend's AMX tiles take two digits for them: prompts and batches with a
+// prompt chunk are not.
+TEST(Forward, StageSaysWhenItsRowsAreDecodeSteps) {
+    auto reference = make_backend(BackendKind::kReference).value();
+    DecodeStepsRecorder backend(*reference);
+    test::TinyModelSpec spec;
+    spec.layers = 2;
+    test::TempDir dir;
+    test::write_tiny_model(dir.path(), spec);
+    auto stage = Stage::load(dir.path(), {0, 2}, backend).value();
+    auto rows_were_decode_steps = [&](const std::vector<SequenceBatchEntry>& batch) {
+        backend.seen.clear();
+        EXPECT_TRUE(stage->run_layers(batch));
+        EXPECT_EQ(backend.seen.size(), 2u);  // one q/k/v per layer
+        const bool all =
+            std::all_of(backend.seen.begin(), backend.seen.end(), [](bool b) { return b; });
+        const bool none =
+            std::none_of(backend.seen.begin(), backend.seen.end(), [](bool b) { return b; });
+        EXPECT_TRUE(all || none);
+        return all;
+    };
+    EXPECT_FALSE(rows_were_decode_steps({entry(1, {1, 2, 3, 4}, 0)}));
+    EXPECT_FALSE(rows_were_decode_steps({entry(2, {5, 6}, 0)}));
+    EXPECT_TRUE(rows_were_decode_steps({entry(1, {7}, 4)}));
+    EXPECT_TRUE(rows_were_decode_steps({entry(1, {8}, 5), entry(2, {9}, 2)}));
+    EXPECT_FALSE(rows_were_decode_steps({entry(1, {10}, 6), entry(3, {1, 2, 3}, 0)}));
+    EXPECT_TRUE(rows_were_decode_steps({entry(1, {11}, 7), entry(2, {12}, 3), entry(3, {4}, 3)}));
 }
 
 TEST(Forward, BadBatchesAreErrors) {
