@@ -421,10 +421,10 @@ HWY_INLINE void load_codes(const std::uint8_t* a, std::int64_t a_stride) {
     }
 }
 
-// One group's multiply for narrow blocks: C_0 (and C_1) in tiles 0 (1), each narrow block's 4
-// tokens x 4 digits, block k's B tiles at b + k * block_stride; A from a0 (a1: a group's second
-// K step) or, for `direct` 8-bit rows, from the weights at stride `a_stride`. (Alternating two
-// sets of tiles between consecutive groups, so that a multiply need not wait for the previous
+// One group's multiply for narrow blocks: C_0 (and C_1) in tiles 0 (1), each narrow block's
+// 16 / D tokens x D digits, block k's B tiles at b + k * block_stride; A from a0 (a1: a group's
+// second K step) or, for `direct` 8-bit rows, from the weights at stride `a_stride`. (Alternating
+// two sets of tiles between consecutive groups, so that a multiply need not wait for the previous
 // group's store, made no difference here and was slower for 5-8 tokens on the lent Xeon in
 // run 65.)
 template <int kBlocks>

@@ -25,9 +25,9 @@
 // logits moved by at most 4.1e-4 of the largest (HfParity.BatchEqualsAlone bounds it at 1e-3),
 // and every greedy continuation is still Hugging Face's token for token. The dot products per
 // chunk halve: on the lent Xeon, one sequence of Qwen2.5-0.5B and Llama-3.2-1B 4-bit decoded
-// ~10-20% faster and two sequences ~30-50% (runs 112-113). The AMX tiles, which also take
-// prompts (held to Hugging Face's logits within 1e-4 of the largest), keep four digits
-// (kAmxDigits, matmul_amx.cpp); the quantizer takes either plan.
+// ~10-20% faster and two sequences ~30-50% (runs 112-113). The AMX tiles take these two digits
+// for a batch of decode steps, and four (kAmxDigits, matmul_amx.cpp) for prompts, whose logits
+// are held to Hugging Face's within 1e-4 of the largest; the quantizer takes either plan.
 //
 // Per 64 bytes of codes (128 elements) and row, with S_k = Σ q·d_k over the 8 codes of an int32
 // lane (low nibbles with the even elements, high nibbles with the odd ones):

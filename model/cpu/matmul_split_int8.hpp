@@ -25,10 +25,11 @@ struct DigitPlan {
         return 1.0f / static_cast<float>(1 << position[count - 1]);
     }
 };
-// The one- and two-token GEMV: two digits, |d0| <= 127 and |d1| <= 64, within 2^-8 of a step
-// (3.1e-5 · max|x_g|); matmul_split_int8.cpp says why two.
+// The one- and two-token GEMV, and the AMX tiles for a batch of decode steps: two digits,
+// |d0| <= 127 and |d1| <= 64, within 2^-8 of a step (3.1e-5 · max|x_g|); matmul_split_int8.cpp
+// says why two.
 inline constexpr DigitPlan kGemvDigits{2, {0, 7, 0, 0}};
-// The AMX tiles (matmul_amx.cpp), which also take prompts, where the logits are held to Hugging
+// The AMX tiles (matmul_amx.cpp) for rows with prompt tokens, whose logits are held to Hugging
 // Face's within 1e-4 of the largest: four digits, within 2^-18 of a step (3.0e-8 · max|x_g|).
 inline constexpr DigitPlan kAmxDigits{4, {0, 6, 12, 17}};
 
