@@ -39,6 +39,7 @@ const AbKnob kAbKnobs[] = {
     {"amx-min-tokens", nullptr, &Tuning::amx_min_tokens, 1},
     {"amx-8bit-min-tokens", nullptr, &Tuning::amx_8bit_min_tokens, 1},
     {"amx-bf16-min-tokens", nullptr, &Tuning::amx_bf16_min_tokens, 1},
+    {"amx-bf16-large-min-tokens", nullptr, &Tuning::amx_bf16_large_min_tokens, 1},
     {"chunks-per-thread", nullptr, &Tuning::max_chunks_per_thread, 1},
     {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
     {"split-int8-pair", &Tuning::split_int8_pair},

@@ -249,7 +249,8 @@ struct BackendOptions {
     // On by default. false: the f32 kernels (for comparison).
     bool cpu_split_int8_activations = true;
     // kCpu, where the CPU and OS offer AMX tiles (Xeon from Sapphire Rapids on, Linux 5.16+):
-    // decode batches (4-bit weights from 3 tokens, 8-bit from 4, BF16 from 12; up to 31) and
+    // decode batches (4- and 8-bit weights from 3 tokens, BF16 from 12, from 8 on matrices of
+    // 2048 x 2048 or more; up to 31) and
     // prompts on 4/8-bit (with the split-int8 digits) and BF16 weights go through tile
     // multiplies (model/cpu/matmul_amx*.cpp). false: never.
     bool cpu_amx = true;

@@ -263,7 +263,11 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         return in;
     }
     const bool amx_batch = tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens);
-    if (tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_bf16_min_tokens) &&
+    const bool large =
+        w.rows >= tuning_.amx_bf16_large_side && w.cols >= tuning_.amx_bf16_large_side;
+    const std::int64_t bf16_min_tokens =
+        large ? tuning_.amx_bf16_large_min_tokens : tuning_.amx_bf16_min_tokens;
+    if (tuning_.amx && n >= std::max<std::int64_t>(2, bf16_min_tokens) &&
         amx_bf16_kernel_supports(w)) {
         const auto halves = static_cast<std::size_t>(amx_bf16_tile_bytes(w, n) / 2);
         if (s.amx_bf16_tiles.size() < halves) s.amx_bf16_tiles.resize(halves);

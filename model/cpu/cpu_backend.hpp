@@ -98,6 +98,15 @@ struct CpuTuning {
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;
+    // ... and from amx_bf16_large_min_tokens on matrices with amx_bf16_large_side rows and
+    // columns or more: the tiles pay a preparation per call (the activations' bf16 terms, per
+    // column) and, below 16 tokens, a half-empty block, which large matrices amortize. Paired
+    // steps on the lent Xeon: AMX-BF16 from 5 tokens everywhere (run 124) made Llama-3.2-1B's 8
+    // sequences 21-23% faster and Qwen2.5-0.5B's 24-26% slower (5 sequences slower for both);
+    // from 8 on rows of 2048 columns or more (run 125) Llama 8 sequences +21-25% and 10 +42-43%,
+    // Qwen (only its 896 x 4864 down_proj) 7-8% slower. Hence both sides.
+    std::int64_t amx_bf16_large_min_tokens = 8;
+    std::int64_t amx_bf16_large_side = 2048;
     // An AMX decode's activations (split into digits and laid out as B tiles, ~4 µs for 4
     // tokens of 896 columns here) are prepared on the calling thread below this many elements
     // (tokens x columns), else on the pool, before the matmul's own parallel region. At 8192,

@@ -485,6 +485,7 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
     tuning.amx_min_tokens = 2;
     tuning.amx_8bit_min_tokens = 2;
     tuning.amx_bf16_min_tokens = 2;
+    tuning.amx_bf16_large_min_tokens = 2;
     for (int threads : {1, 2, 3}) {
         for (const bool decode_steps : {false, true}) {
             CpuBackend cpu(BackendOptions{threads}, tuning);
