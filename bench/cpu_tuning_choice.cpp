@@ -42,6 +42,7 @@ const AbKnob kAbKnobs[] = {
     {"amx-bf16-large-min-tokens", nullptr, &Tuning::amx_bf16_large_min_tokens, 1},
     {"chunks-per-thread", nullptr, &Tuning::max_chunks_per_thread, 1},
     {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
+    {"split-int8-decode-max-tokens", nullptr, &Tuning::split_int8_decode_max_tokens, 1},
     {"split-int8-pair", &Tuning::split_int8_pair},
     {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
     {"q4-lookup", &Tuning::q4_lookup},

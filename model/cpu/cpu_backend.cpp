@@ -245,11 +245,9 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         in.int16.next_tile_prefetch_row_bytes = tuning_.next_tile_prefetch_row_bytes;
         return in;
     }
-    // Up to split_int8_max_tokens (2) tokens: with more, the f32 kernels (or AMX tiles, below)
-    // decode each code once for all of them, while every digit of every token costs dot
-    // products here.
-    if (tuning_.split_int8_activations && n <= tuning_.split_int8_max_tokens &&
-        split_int8_kernel_supports(w, tuning_.split_int8_variant)) {
+    const bool split_int8 =
+        tuning_.split_int8_activations && split_int8_kernel_supports(w, tuning_.split_int8_variant);
+    const auto take_split_int8 = [&] {
         const auto bytes = static_cast<std::size_t>(n * split_int8_token_bytes(w));
         if (s.digits.size() < bytes) s.digits.resize(bytes);
         if (s.digit_unit.size() < n_groups) {
@@ -261,7 +259,11 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                         tuning_.prefetch_bytes};
         in.split.next_tile_prefetch_row_bytes = tuning_.next_tile_prefetch_row_bytes;
         return in;
-    }
+    };
+    // Up to split_int8_max_tokens (2) tokens: with more, the f32 kernels (or AMX tiles, below)
+    // decode each code once for all of them, while every digit of every token costs dot
+    // products here.
+    if (split_int8 && n <= tuning_.split_int8_max_tokens) return take_split_int8();
     const bool amx_batch = tuning_.amx && n >= std::max<std::int64_t>(2, tuning_.amx_min_tokens);
     const bool large =
         w.rows >= tuning_.amx_bf16_large_side && w.cols >= tuning_.amx_bf16_large_side;
@@ -302,6 +304,12 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                 tuning_.amx_prefetch_next_block,
                                 digits};
         return in;
+    }
+    // A batch of decode steps on 4-bit weights where the tiles did not take it, with AVX-512
+    // (CpuTuning::split_int8_decode_max_tokens says why).
+    if (split_int8 && decode_steps_ && w.bits == 4 && n <= tuning_.split_int8_decode_max_tokens &&
+        split_int8_resolve_variant(tuning_.split_int8_variant) == SplitInt8Variant::kAvx512Vnni) {
+        return take_split_int8();
     }
     // Larger batches decode each row to f32 once and run the f32 tiles (gemv_rows); see
     // CpuTuning::grouped_max_tokens for where that starts.
@@ -447,14 +455,16 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
                 at.sum += t * (w.cols / w.group_size);
                 return at;
             };
-            if (n == 2 && tuning_.split_int8_pair) {
-                gemv_rows_split_int8_pair(tuning_.split_int8_variant, w, token(0), token(1),
-                                          row_begin, row_end, bias, y, y + w.rows);
-                return;
+            // Two tokens at a time where the kernel has a pass for two, then one by one, over
+            // the same rows: the later passes read the codes from cache, and each token gets the
+            // floats it gets alone.
+            std::int64_t t = 0;
+            for (; tuning_.split_int8_pair && t + 2 <= n; t += 2) {
+                gemv_rows_split_int8_pair(tuning_.split_int8_variant, w, token(t), token(t + 1),
+                                          row_begin, row_end, bias, y + t * w.rows,
+                                          y + (t + 1) * w.rows);
             }
-            // Token by token over the same rows: the later ones read the codes from cache, and
-            // each token gets the floats it gets alone.
-            for (std::int64_t t = 0; t < n; ++t) {
+            for (; t < n; ++t) {
                 gemv_rows_split_int8(tuning_.split_int8_variant, w, token(t), row_begin, row_end,
                                      bias, y + t * w.rows);
             }

@@ -65,6 +65,14 @@ struct CpuTuning {
     // sequences had decoded only 1.03-1.12x one sequence's tok/s. (4 tokens this way lost to the
     // f32 kernels on a 2-core Sapphire Rapids: 48-49 against 67-68 tok/s, Llama-3.2-1B 4-bit.)
     std::int64_t split_int8_max_tokens = 2;
+    // A batch of up to this many decode steps (Backend::set_rows_are_decode_steps) on 4-bit
+    // weights takes the split-int8 kernel too where the AMX tiles do not take it (CPUs without
+    // AMX) and the kernel is AVX-512's, two tokens a pass: the f32 kernels' arithmetic bounds
+    // 4-bit batches there. A 2-vCPU Zen 4, paired steps against the f32 kernels: 3-4 sequences
+    // 27-53% faster, 5-8 21-37%, 12-16 19-36% (Qwen2.5-0.5B and Llama-3.2-1B). 8-bit batches
+    // of 3-4 moved by -6% to +14%, so they keep the f32 kernels; AVX-VNNI and NEON (one token a
+    // pass) were not measured. Prompt rows keep f32 activations.
+    std::int64_t split_int8_decode_max_tokens = 16;
     // Two tokens through one kernel call where the kernel has a two-token form (AVX-512:
     // each chunk's codes unpacked once for both, gemv_rows_split_int8_pair); false: one token
     // after the other. The same floats either way.
