@@ -324,8 +324,8 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
 
 // A batch of decode steps on 4-bit weights without AMX takes the AVX-512 split-int8 kernel two
 // tokens a pass, then the odd one alone (CpuTuning::split_int8_decode_max_tokens): each token
-// gets the bits it gets alone, for 3, 4, 5 and 16 tokens, every group size, 1 and 3 threads.
-// Prompt rows of the same batch sizes keep the f32 kernels.
+// gets the bits it gets alone, for 3, 4, 5, 16 and 31 tokens, every group size, 1 and 3
+// threads. Prompt rows of the same batch sizes keep the f32 kernels.
 TEST(CpuMatmul, SplitInt8DecodeStepsGiveEachTokenTheBitsOfOneAlone) {
     if (split_int8_resolve_variant(SplitInt8Variant::kAuto) != SplitInt8Variant::kAvx512Vnni) {
         GTEST_SKIP() << "this CPU has no AVX-512 VNNI: batches keep the f32 kernels";
@@ -334,7 +334,7 @@ TEST(CpuMatmul, SplitInt8DecodeStepsGiveEachTokenTheBitsOfOneAlone) {
     tuning.amx = false;
     for (int group : {32, 64, 128}) {
         auto w = test::make_quant_weight(4, group, DType::kBF16, 75, 896, 70 + group, 0);
-        for (const std::int64_t n : {3, 4, 5, 16}) {
+        for (const std::int64_t n : {3, 4, 5, 16, 31}) {
             const auto x = test::random_floats(static_cast<std::size_t>(n * 896), 13);
             for (int threads : {1, 3}) {
                 CpuBackend cpu(BackendOptions{threads}, tuning);
