@@ -1,7 +1,8 @@
 #pragma once
-// OpProfile: a Backend that forwards every op to another backend and times it, so a bench can
-// say where a decode step's time goes (issue 8): each matrix shape's matmuls next to the bytes
-// they read, attention, the small vector ops, and whatever the engine does between ops.
+// OpProfile: a Backend that forwards every op to another backend (model::ForwardingBackend) and
+// times the compute and copy ops, so a bench can say where a decode step's time goes (issue 8):
+// each matrix shape's matmuls next to the bytes they read, attention, the small vector ops, and
+// whatever the engine does between ops.
 //
 // CPU backends are synchronous, so wall time around a call is the op's time. Timing costs two
 // clock reads per op (~50 ns; a few hundred ops per token), so profiled runs are a little
@@ -15,10 +16,11 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/forwarding_backend.hpp"
 
 namespace brigade::bench {
 
-class OpProfile final : public model::Backend {
+class OpProfile final : public model::ForwardingBackend {
 public:
     // What one op name accumulated: calls, seconds, and for weight ops the bytes they read.
     struct Row {
@@ -33,7 +35,7 @@ public:
         double gap_before = 0.0;
     };
 
-    explicit OpProfile(model::Backend& inner) : inner_(inner) {}
+    explicit OpProfile(model::Backend& inner) : ForwardingBackend(inner) {}
 
     void reset() {
         rows_.clear();
@@ -41,61 +43,49 @@ public:
     }
     const std::vector<Row>& rows() const { return rows_; }
 
-    std::string_view name() const override { return inner_.name(); }
-    model::BackendKind kind() const override { return inner_.kind(); }
-    bool supports(const model::WeightMatrix& w) const override { return inner_.supports(w); }
-    model::DeviceBuffer alloc(std::size_t bytes) override { return inner_.alloc(bytes); }
-    model::WeightMatrix upload(const model::WeightMatrix& host) override {
-        return inner_.upload(host);
-    }
-    model::WeightVector upload(const model::WeightVector& host) override {
-        return inner_.upload(host);
-    }
     void write(model::DeviceBuffer& dst, std::size_t offset, const void* src,
                std::size_t bytes) override {
-        timed("write", nullptr, 0.0, [&] { inner_.write(dst, offset, src, bytes); });
+        timed("write", nullptr, 0.0, [&] { inner().write(dst, offset, src, bytes); });
     }
     void read(const model::DeviceBuffer& src, std::size_t offset, void* dst,
               std::size_t bytes) override {
-        timed("read", nullptr, 0.0, [&] { inner_.read(src, offset, dst, bytes); });
+        timed("read", nullptr, 0.0, [&] { inner().read(src, offset, dst, bytes); });
     }
     void store_as(const float* src, std::int64_t n, model::DType dtype, model::DeviceBuffer& dst,
                   std::size_t offset) override {
-        timed("store_as", nullptr, 0.0, [&] { inner_.store_as(src, n, dtype, dst, offset); });
+        timed("store_as", nullptr, 0.0, [&] { inner().store_as(src, n, dtype, dst, offset); });
     }
     void store_key_tiles(const float* src, std::int64_t n_rows, std::int64_t row_len,
                          std::int64_t pos0, model::DType dtype, model::DeviceBuffer& dst,
                          std::size_t offset) override {
         timed("store_key_tiles", nullptr, 0.0,
-              [&] { inner_.store_key_tiles(src, n_rows, row_len, pos0, dtype, dst, offset); });
+              [&] { inner().store_key_tiles(src, n_rows, row_len, pos0, dtype, dst, offset); });
     }
-    void synchronize() override { inner_.synchronize(); }
-
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t n, float* y,
                 const model::WeightVector* bias) override {
         timed("matmul", &w, static_cast<double>(w.total_bytes()),
-              [&] { inner_.matmul(w, x, n, y, bias); });
+              [&] { inner().matmul(w, x, n, y, bias); });
     }
     void embed(const model::WeightMatrix& table, std::span<const std::int32_t> ids,
                float* out) override {
-        timed("embed", nullptr, 0.0, [&] { inner_.embed(table, ids, out); });
+        timed("embed", nullptr, 0.0, [&] { inner().embed(table, ids, out); });
     }
     void rms_norm(const float* x, const model::WeightVector& weight, std::int64_t n, std::int64_t d,
                   float eps, float* y) override {
-        timed("rms_norm", nullptr, 0.0, [&] { inner_.rms_norm(x, weight, n, d, eps, y); });
+        timed("rms_norm", nullptr, 0.0, [&] { inner().rms_norm(x, weight, n, d, eps, y); });
     }
     void rope(float* x, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim,
               const std::int32_t* positions, std::span<const float> inv_freq,
               float attention_scaling) override {
         timed("rope", nullptr, 0.0, [&] {
-            inner_.rope(x, n_tokens, n_heads, head_dim, positions, inv_freq, attention_scaling);
+            inner().rope(x, n_tokens, n_heads, head_dim, positions, inv_freq, attention_scaling);
         });
     }
     void attention(const model::AttentionArgs& a) override {
         // K and V of every cached position of the sequence's KV heads.
         const double kv_bytes = 2.0 * static_cast<double>(a.n_kv * a.n_kv_heads * a.head_dim) *
                                 static_cast<double>(sizeof(float));
-        timed("attention", nullptr, kv_bytes, [&] { inner_.attention(a); });
+        timed("attention", nullptr, kv_bytes, [&] { inner().attention(a); });
     }
     void attention_many(std::span<const model::AttentionArgs> batch) override {
         double kv_bytes = 0.0;
@@ -103,13 +93,13 @@ public:
             kv_bytes += 2.0 * static_cast<double>(a.n_kv * a.n_kv_heads * a.head_dim) *
                         static_cast<double>(sizeof(float));
         }
-        timed("attention_many", nullptr, kv_bytes, [&] { inner_.attention_many(batch); });
+        timed("attention_many", nullptr, kv_bytes, [&] { inner().attention_many(batch); });
     }
     void silu_mul(const float* gate, const float* up, std::int64_t n, float* out) override {
-        timed("silu_mul", nullptr, 0.0, [&] { inner_.silu_mul(gate, up, n, out); });
+        timed("silu_mul", nullptr, 0.0, [&] { inner().silu_mul(gate, up, n, out); });
     }
     void add(const float* a, const float* b, std::int64_t n, float* out) override {
-        timed("add", nullptr, 0.0, [&] { inner_.add(a, b, n, out); });
+        timed("add", nullptr, 0.0, [&] { inner().add(a, b, n, out); });
     }
     void matmul_many(std::span<const model::MatmulJob> jobs, const float* x,
                      std::int64_t n) override {
@@ -117,23 +107,23 @@ public:
         for (const auto& j : jobs) bytes += static_cast<double>(j.w->total_bytes());
         // Keyed by the first matrix: a layer's q/k/v group is always the same jobs.
         timed("matmul_many (first)", jobs.empty() ? nullptr : jobs[0].w, bytes,
-              [&] { inner_.matmul_many(jobs, x, n); });
+              [&] { inner().matmul_many(jobs, x, n); });
     }
     void gated_mlp_up(const model::WeightMatrix& gate, const model::WeightVector* b_gate,
                       const model::WeightMatrix& up, const model::WeightVector* b_up,
                       const float* x, std::int64_t n, float* out, float* up_scratch) override {
         timed("gated_mlp_up (gate)", &gate,
               static_cast<double>(gate.total_bytes() + up.total_bytes()),
-              [&] { inner_.gated_mlp_up(gate, b_gate, up, b_up, x, n, out, up_scratch); });
+              [&] { inner().gated_mlp_up(gate, b_gate, up, b_up, x, n, out, up_scratch); });
     }
     void run_host_tasks(std::int64_t n, void (*task)(void* ctx, std::int64_t i),
                         void* ctx) override {
-        timed("host tasks", nullptr, 0.0, [&] { inner_.run_host_tasks(n, task, ctx); });
+        timed("host tasks", nullptr, 0.0, [&] { inner().run_host_tasks(n, task, ctx); });
     }
     void matmul_add(const model::WeightMatrix& w, const float* a, std::int64_t n,
                     const model::WeightVector* bias, float* residual, float* scratch) override {
         timed("matmul_add", &w, static_cast<double>(w.total_bytes()),
-              [&] { inner_.matmul_add(w, a, n, bias, residual, scratch); });
+              [&] { inner().matmul_add(w, a, n, bias, residual, scratch); });
     }
 
     // Prints one table row per op, per step: calls, µs, share of the step, GB/s for ops that
@@ -194,7 +184,6 @@ private:
         it->gap_before += gap;
     }
 
-    model::Backend& inner_;
     std::vector<Row> rows_;
     std::chrono::steady_clock::time_point last_end_;
     bool have_last_end_ = false;

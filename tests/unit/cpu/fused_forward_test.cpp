@@ -14,7 +14,7 @@
 
 #include "model/cpu/cpu_backend.hpp"
 #include "model/forward.hpp"
-#include "tests/support/forwarding_backend.hpp"
+#include "model/forwarding_backend.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/unit/model/tiny_model.hpp"
 
@@ -22,7 +22,7 @@ namespace brigade::model::cpu {
 namespace {
 
 // Forwards every op to `inner` but keeps Backend's default fused ops, which call the plain ops.
-class UnfusedBackend final : public test::ForwardingBackend {
+class UnfusedBackend final : public ForwardingBackend {
 public:
     using ForwardingBackend::ForwardingBackend;
     std::string_view name() const override { return "unfused"; }

@@ -9,8 +9,8 @@
 #include <cmath>
 
 #include "model/backend.hpp"
+#include "model/forwarding_backend.hpp"
 #include "model/generate.hpp"
-#include "tests/support/forwarding_backend.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/unit/model/tiny_model.hpp"
 
@@ -148,7 +148,7 @@ TEST(Forward, LongPromptGrowsTheCacheAndMatchesChunkedPrefill) {
 }
 
 // Records, at each matmul of a layer's q/k/v, what the stage last said its rows are.
-class DecodeStepsRecorder final : public test::ForwardingBackend {
+class DecodeStepsRecorder final : public ForwardingBackend {
 public:
     using ForwardingBackend::ForwardingBackend;
     void set_rows_are_decode_steps(bool decode_steps) override {
@@ -167,15 +167,18 @@ private:
 
 // A stage tells its backend whether a batch's rows are decode steps (one token per sequence),
 // which lets the CPU backend's AMX tiles take two digits for them: prompts and batches with a
-// prompt chunk are not.
+// prompt chunk are not. The stage runs on a plain ForwardingBackend over the recorder, as the
+// bench's op profile wraps a backend: the hint must pass through a decorator.
 TEST(Forward, StageSaysWhenItsRowsAreDecodeSteps) {
     auto reference = make_backend(BackendKind::kReference).value();
     DecodeStepsRecorder backend(*reference);
+    Backend& recorder = backend;
+    ForwardingBackend decorated(recorder);
     test::TinyModelSpec spec;
     spec.layers = 2;
     test::TempDir dir;
     test::write_tiny_model(dir.path(), spec);
-    auto stage = Stage::load(dir.path(), {0, 2}, backend).value();
+    auto stage = Stage::load(dir.path(), {0, 2}, decorated).value();
     auto rows_were_decode_steps = [&](const std::vector<SequenceBatchEntry>& batch) {
         backend.seen.clear();
         EXPECT_TRUE(stage->run_layers(batch));
