@@ -28,6 +28,7 @@ const AbKnob kAbKnobs[] = {
     {"amx", &Tuning::amx},
     {"amx-block-prefetch", &Tuning::amx_prefetch_next_block},
     {"amx-two-digits", &Tuning::amx_decode_two_digits},
+    {"amx-pair-groups", &Tuning::amx_pair_groups},
     {"attention-prefetch", &Tuning::attention_prefetch_heads},
     {"attention-all-heads", &Tuning::attention_fewer_heads_per_tile},
     {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},

@@ -104,6 +104,12 @@ struct CpuTuning {
     // sequences decoded 33-50% faster on 4-bit weights and 17-32% on 8-bit ones; 3-4 (one narrow
     // block either way) level. false: four digits throughout.
     bool amx_decode_two_digits = true;
+    // A batch of 3-4 decode steps (two digits: 8 of a narrow block's 16 columns) multiplies two
+    // weight groups into one C tile, the first group's digits in the even columns and the
+    // second's in the odd ones, so that one fold of 16 rows (the kernel's vector cost, with the
+    // codes' unpacking) serves two groups: half the fold's arithmetic per group. Groups of 32 and
+    // 64 with an even count per row; others, and larger batches, one group per tile.
+    bool amx_pair_groups = true;
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;

@@ -175,6 +175,9 @@ struct AmxBuffers {
     float* unit = nullptr;
     float* sum = nullptr;
     int digits = 4;
+    // Two groups to a narrow block's C tile where its tokens fill half the columns
+    // (CpuTuning::amx_pair_groups); the kernel must be given the same.
+    bool pair_groups = false;
 };
 struct AmxActivations {
     const std::int8_t* tiles = nullptr;
@@ -184,12 +187,16 @@ struct AmxActivations {
     // Prefetch the next 16-row block's codes while a block is multiplied (CpuTuning::
     // amx_prefetch_next_block) instead of prefetch_bytes ahead in each row.
     bool prefetch_next_block = true;
-    int digits = 4;  // as prepared: 4 or 2
+    int digits = 4;            // as prepared: 4 or 2
+    bool pair_groups = false;  // as prepared (AmxBuffers::pair_groups)
 };
 // Whether this process may use AMX-INT8 tiles (asks Linux for them once).
 bool amx_available();
 // amx_available() and w is MLX affine 4 or 8 bits, groups of 32, 64 or 128, F32/F16/BF16 scales.
 bool amx_kernel_supports(const WeightMatrix& w);
+// Whether n tokens of `digits` digits on w take paired narrow blocks (AmxBuffers::pair_groups
+// set: two groups to a C tile; matmul_amx.cpp's Layout says how).
+bool amx_pairs_groups(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups);
 std::int64_t amx_token_blocks(std::int64_t n, int digits);
 std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n, int digits);
 std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n, int digits);

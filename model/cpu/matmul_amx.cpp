@@ -28,7 +28,8 @@
 // with four digits (8 with two), is the kernel's vector cost, paid once for up to 16 tokens.
 // Batches of up to 8 tokens take narrow blocks instead (Layout): 16 / D tokens x D digits in
 // one B tile, one multiply per group and a fold of ~5 instructions per row, each group folded
-// while the next one is multiplied.
+// while the next one is multiplied; and where 3-4 tokens of two digits fill only half of such a
+// block, two groups share it (Layout: paired), folded together.
 //
 // The digits come from the split-int8 quantizer (split_int8::split_avx512) token by token and
 // are then transposed into the B tiles, all tokens of a group at a time, so the batch's digits
@@ -55,6 +56,12 @@
 #endif
 
 namespace brigade::model::cpu {
+
+bool amx_pairs_groups(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups) {
+    // Two digits of up to 4 tokens: 8 of a narrow block's 16 columns.
+    return pair_groups && digits == 2 && n >= 1 && n * digits <= 8 &&
+           (w.group_size == 32 || w.group_size == 64) && w.cols % (2 * w.group_size) == 0;
+}
 
 #if BRIGADE_INT8_X86
 namespace {
@@ -107,14 +114,36 @@ std::int64_t k_bytes(const WeightMatrix& w) { return std::min<std::int64_t>(w.gr
 // the fold combines the digits in f32 lanes weighted by their place (digit_weight: 2^17, 2^11,
 // 2^5, 1 or 2^7, 1), summed per token at the end of a row. A small batch then pays a quarter (a
 // half) of the multiplies and folds a 16-token block would cost it.
+//
+// Paired narrow blocks (AmxBuffers::pair_groups; two digits, up to 4 tokens, which fill 8 of the
+// 16 columns): group g's digits go to the even columns (2·(D·t + k)) and group g + 1's to the
+// odd ones, each group's B tile zero in the other's columns. Both multiplies accumulate into one
+// C tile, and one fold of its 16 rows serves the two groups, the scales taken as pairs (a 64-bit
+// broadcast of scale[g], scale[g + 1] matches the lanes). A token's four lanes are summed at
+// the end of a row. Only for one K step per group (32 or 64) and an even count of groups.
 struct Layout {
     bool narrow;
     std::int64_t block_tokens;  // 16 / digits or 16
     int digits;
+    bool paired = false;
 };
 Layout layout_of(std::int64_t n, int digits) {
     return n <= kNarrowMaxTokens ? Layout{true, kTileTokens / digits, digits}
                                  : Layout{false, kTileTokens, digits};
+}
+Layout layout_of(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups) {
+    Layout layout = layout_of(n, digits);
+    layout.paired = amx_pairs_groups(w, n, digits, pair_groups);
+    return layout;
+}
+// A narrow block's column for digit k of its token t, from group g.
+std::int64_t narrow_column(const Layout& layout, std::int64_t t, int k, std::int64_t g) {
+    const std::int64_t column = layout.digits * t + k;
+    return layout.paired ? 2 * column + (g & 1) : column;
+}
+// Lanes of a narrow block's row that belong to one token.
+std::int64_t narrow_token_lanes(const Layout& layout) {
+    return layout.paired ? 2 * layout.digits : layout.digits;
 }
 // Digit k's weight in units (unit = step · 2^-position[last]): 2^(position[last] - position[k]).
 float digit_weight(const split_int8::DigitPlan& plan, int k) {
@@ -190,15 +219,18 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
     const std::int64_t token_bytes = split_int8::token_bytes(w, plan);
     const std::int64_t group = w.group_size;
     const std::int64_t kb = k_bytes(w);
-    const Layout layout = layout_of(n, digits);
+    const Layout layout = layout_of(w, n, digits, buf.pair_groups);
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t i = t * n_groups + g;
         split_int8::split_avx512(plan, w, x, i, i + 1, buf.staging, buf.staging_unit,
                                  buf.staging_sum);
-        const std::int64_t block = t / layout.block_tokens * n_groups + g;
+        // Paired groups share the lanes of the pair's first one.
+        const std::int64_t block =
+            t / layout.block_tokens * n_groups + (layout.paired ? g & ~1 : g);
         if (layout.narrow) {
             for (int k = 0; k < digits; ++k) {
-                const std::int64_t at = block * 16 + t % layout.block_tokens * digits + k;
+                const std::int64_t at =
+                    block * 16 + narrow_column(layout, t % layout.block_tokens, k, g);
                 buf.unit[at] = buf.staging_unit[i] * digit_weight(plan, k);
                 buf.sum[at] = k == 0 ? buf.staging_sum[i] : 0.0f;
             }
@@ -224,9 +256,12 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
                 // of token j / D (narrow).
                 alignas(64) std::uint32_t kv[16][16] = {};
                 for (std::int64_t j = 0; j < 16; ++j) {
+                    // Paired: this group's columns are those of its parity.
+                    if (layout.paired && (j & 1) != (g & 1)) continue;
+                    const std::int64_t jj = layout.paired ? j >> 1 : j;
                     const std::int64_t token =
-                        tb * layout.block_tokens + (layout.narrow ? j / digits : j);
-                    const std::int64_t k = layout.narrow ? j % digits : tile_index;
+                        tb * layout.block_tokens + (layout.narrow ? jj / digits : jj);
+                    const std::int64_t k = layout.narrow ? jj % digits : tile_index;
                     if (token >= n) break;
                     const std::int8_t* base =
                         buf.staging + token * token_bytes + chunk_offset + k * 128 + in_run;
@@ -511,13 +546,50 @@ HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 s
     }
 }
 
+// p[0], p[1], p[0], p[1], ... (a function: a lambda would not take this region's target
+// attributes).
+HWY_INLINE __m512 broadcast_pair(const float* p) {
+    double two;
+    std::memcpy(&two, p, sizeof two);
+    return _mm512_castpd_ps(_mm512_set1_pd(two));
+}
+// The same for groups g and g + 1 of a paired narrow block (Layout): C[m]'s even lanes are
+// group g's, its odd ones group g + 1's, as are those of unit_g and sum_g; one 64-bit broadcast
+// gives each lane its group's scale (bias). ~4 instructions per row for two groups.
+HWY_INLINE void fold_group_pair(const std::int32_t* c, __m512 unit_g, __m512 sum_g,
+                                const float* scale, const float* bias, std::int64_t stride,
+                                __m512* acc) {
+#pragma GCC unroll 16
+    for (int m = 0; m < kTileRows; ++m) {
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + m * 16)), unit_g);
+        acc[m] = _mm512_fmadd_ps(v, broadcast_pair(scale + m * stride), acc[m]);
+        acc[m] = _mm512_fmadd_ps(sum_g, broadcast_pair(bias + m * stride), acc[m]);
+    }
+}
+
+// C_0 of groups g and g + 1 of a paired narrow block: A tiles 4 and 5 (from a0 and a1, or the
+// weights at a_stride), B tiles 6 and 7 (the groups' at b and b + b_stride).
+HWY_INLINE void multiply_group_pair(const std::uint8_t* a0, const std::uint8_t* a1,
+                                    std::int64_t a_stride, const std::int8_t* b,
+                                    std::int64_t b_stride) {
+    tile_zero<0>();
+    load_codes<4>(a0, a_stride);
+    load_codes<5>(a1, a_stride);
+    tile_load<6>(b, 64);
+    tile_dpbusd<0, 4, 6>();
+    tile_load<7>(b + b_stride, 64);
+    tile_dpbusd<0, 5, 7>();
+}
+
 // acc[16k + m] (block tb + k's 16 lanes) = row m · x for kBlocks token blocks (2 only for
 // narrow ones: both take each group's A tiles). Each group's codes are unpacked while the tile
-// unit multiplies the previous group's, and the sums are folded after.
-template <int D, bool kNarrow, int kBlocks>
+// unit multiplies the previous group's, and the sums are folded after. kPaired: a paired narrow
+// block (Layout), two groups per multiply and fold.
+template <int D, bool kNarrow, int kBlocks, bool kPaired = false>
 HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
                                  std::int64_t row_bytes, std::int64_t tb, __m512* acc_out) {
     static_assert(kBlocks == 1 || (kNarrow && kBlocks == 2));
+    static_assert(!kPaired || (kNarrow && kBlocks == 1 && D == 2));
     const WeightMatrix& w = rb.w;
     const std::int64_t n_groups = rb.n_groups;
     const std::int64_t kb = k_bytes(w);
@@ -553,7 +625,9 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     const auto fold = [&](std::int64_t g, const std::int32_t* sums) {
         const __m512 unit_g = _mm512_loadu_ps(unit + g * 16);
         const __m512 sum_g = _mm512_loadu_ps(sum + g * 16);
-        if constexpr (kNarrow) {
+        if constexpr (kPaired) {
+            fold_group_pair(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
+        } else if constexpr (kNarrow) {
             fold_group_narrow(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
             if constexpr (kBlocks == 2) {
                 fold_group_narrow(sums + 256, _mm512_loadu_ps(unit + lane_stride + g * 16),
@@ -570,7 +644,7 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     // The work of group g + 1 while group g is multiplied: its codes unpacked, and the
     // prefetch: a group's share of the next block's lines, or (without that) each row's codes
     // prefetch_bytes ahead.
-    const auto prepare_next = [&](std::int64_t g, int cur) {
+    const auto prefetch_ahead = [&](std::int64_t g) {
         if (next_codes != nullptr) {
             const std::int64_t end = std::min(rb.next_lines, (g + 1) * next_lines_per_group);
             for (std::int64_t line = g * next_lines_per_group; line < end; ++line) {
@@ -585,8 +659,34 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
                     _MM_HINT_T0);
             }
         }
-        if (!direct) unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
     };
+    const auto prepare_next = [&](std::int64_t g, int cur) {
+        prefetch_ahead(g);
+        if (!direct && g + 1 < n_groups) unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
+    };
+    if constexpr (kPaired) {
+        // Groups g and g + 1 (A tiles from a[cur][0] and a[cur][1]: one K step each, so an unpack
+        // writes only its first buffer) while the previous pair is folded.
+        if (!direct) unpack_group(w, rows, 1, a[0][1], a[0][1]);
+        for (std::int64_t g = 0; g < n_groups; g += 2) {
+            const int cur = static_cast<int>((g >> 1) & 1);
+            const std::uint8_t* a0 = direct ? codes + g * group_bytes : a[cur][0];
+            const std::uint8_t* a1 = direct ? a0 + group_bytes : a[cur][1];
+            multiply_group_pair(a0, a1, direct ? row_bytes : 64, b + g * b_stride, b_stride);
+            prefetch_ahead(g);
+            prefetch_ahead(g + 1);
+            if (!direct && g + 2 < n_groups) {
+                unpack_group(w, rows, g + 2, a[cur ^ 1][0], a[cur ^ 1][0]);
+                unpack_group(w, rows, g + 3, a[cur ^ 1][1], a[cur ^ 1][1]);
+            }
+            if (g > 0) fold(g - 2, c + (cur ^ 1) * kSums);
+            store_sums_narrow<1>(c + cur * kSums);
+        }
+        fold(n_groups - 2, c + (((n_groups - 2) >> 1) & 1) * kSums);
+#pragma GCC unroll 32
+        for (int m = 0; m < kTileRows; ++m) acc_out[m] = acc[m];
+        return;
+    }
     if constexpr (kNarrow) {
         // Fold the previous group's sums, stored an iteration ago, while these are made (12%
         // faster here, one thread).
@@ -640,7 +740,7 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
     float* scale = row_scratch;
     float* group_bias = row_scratch + kTileRows * n_groups;
     const bool has_bias = bias != nullptr && bias->valid();
-    const Layout layout = layout_of(n, D);
+    const Layout layout = layout_of(w, n, D, xa.pair_groups);
     configure_tiles(k_bytes(w));
     for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
         const std::int64_t rows = std::min(kTileRows, row_end - r0);
@@ -684,20 +784,24 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
             const std::uint8_t* codes = base + r0 * row_bytes;
             if (!layout.narrow) {
                 row_block_tokens<D, false, 1>(rb, codes, row_bytes, tb, acc);
+            } else if (layout.paired) {
+                if constexpr (D == 2)
+                    row_block_tokens<D, true, 1, true>(rb, codes, row_bytes, tb, acc);
             } else if (taken == 2) {
                 row_block_tokens<D, true, 2>(rb, codes, row_bytes, tb, acc);
             } else {
                 row_block_tokens<D, true, 1>(rb, codes, row_bytes, tb, acc);
             }
-            // Each token's 16 rows leave as one vector: a narrow block's D digit lanes of a
-            // token are summed in its lane D·t first (the smallest first), then a gather takes
-            // lane t (wide) or D·t (narrow) of the 16 rows. Row by row and token by token, this
-            // was 13-20% of a 4-token matmul here.
+            // Each token's 16 rows leave as one vector: a narrow block's lanes of a token (D
+            // digits, x 2 groups where paired) are summed in its first lane (the smallest
+            // first), then a gather takes lane t (wide) or lanes · t (narrow) of the 16 rows.
+            // Row by row and token by token, this was 13-20% of a 4-token matmul here.
+            const std::int64_t token_lanes = layout.narrow ? narrow_token_lanes(layout) : 1;
             alignas(64) float out[2 * kTileRows][16];
             for (int m = 0; m < taken * kTileRows; ++m) {
                 __m512 v = acc[m];
                 if (layout.narrow) {
-                    if constexpr (D == 4) {
+                    if (token_lanes == 4) {
                         // Within each token's 4 lanes: lane 0 <- l0 + (l1 + (l2 + l3)).
                         const __m512 l1 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 2, 1));
                         const __m512 l2 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 2));
@@ -720,7 +824,7 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
                 const float* block_out = out[k * kTileRows];
                 for (std::int64_t t = 0; t < tokens; ++t) {
                     const __m512i index = _mm512_add_epi32(
-                        row_lanes, _mm512_set1_epi32(static_cast<int>(layout.narrow ? D * t : t)));
+                        row_lanes, _mm512_set1_epi32(static_cast<int>(token_lanes * t)));
                     const __m512 value = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), row_mask,
                                                                   index, block_out, 4);
                     _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,

@@ -41,7 +41,7 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
             run_matmul_cases(cpu,
                              std::string(decode_steps ? "amx decode steps" : "amx prompt rows") +
                                  " threads=" + std::to_string(threads),
-                             {2, 3, 5, 8, 9, 16, 17, 31, 33, 70},
+                             {2, 3, 4, 5, 8, 9, 16, 17, 31, 33, 70},
                              decode_steps ? Rounding::kSplitInt8 : Rounding::kAmx);
         }
     }
@@ -49,8 +49,9 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
 
 // Rows of 4-bit, 8-bit and BF16 matrices (wide ones with more than one 16-row tile per thread,
 // and a small model's: one and three groups, a partial chunk) give the same bits on 1, 3 and 7
-// threads, and each token of a batch (3 and 7 tokens: one narrow block of two digits, or one and
-// two of four; 19: two wide ones) is within f32 rounding of what the one-token split-int8 kernel
+// threads, and each token of a batch (3, 4 and 7 tokens: one narrow block of two digits, paired
+// for 3 and 4 where the groups are 32 or 64 and even in number, or one and two of four; 19: two
+// wide ones) is within f32 rounding of what the one-token split-int8 kernel
 // gives it alone, plus the rounding of the less precise side. A batch of decode steps has the
 // GEMV's two digits, the same ones for the same x, so its tokens differ from alone by f32
 // rounding only.
@@ -70,7 +71,7 @@ void expect_amx_rows_split_and_alone(bool decode_steps) {
                 auto w = bits == 16 ? test::make_plain_weight(DType::kBF16, rows, cols, 57, 0)
                                     : test::make_quant_weight(bits, group, DType::kF16, rows, cols,
                                                               40 + bits + group, 0);
-                for (const std::int64_t n : {3, 7, 19}) {
+                for (const std::int64_t n : {3, 4, 7, 19}) {
                     if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
                     const auto x = test::random_floats(static_cast<std::size_t>(n * cols), 9);
                     // 1, 3 and 7 threads, then 3 with each row's codes prefetched ahead instead of
@@ -186,26 +187,53 @@ TEST(CpuMatmul, AmxBf16TermsSumToEachActivation) {
 }
 
 // A token whose activations are all zero gets exactly the bias; one with a huge lane in a group
-// leaves the others within tolerance.
+// leaves the others within tolerance. Prompt rows (four digits) and decode steps (two: 3 tokens
+// of 4 groups are a paired narrow block, whose other columns must stay out of these tokens).
 TEST(CpuMatmul, AmxHandlesZeroAndExtremeTokens) {
     if (!amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-INT8 tiles";
     auto ref = reference();
     CpuTuning tuning;
     tuning.int16_activations = false;
     tuning.amx_min_tokens = 2;
-    CpuBackend cpu(BackendOptions{2}, tuning);
     auto w = test::make_quant_weight(4, 64, DType::kBF16, 21, 256, 5, 1);
     std::vector<float> x(3 * 256, 0.0f);                                          // token 0: zero
     for (int c = 0; c < 256; ++c) x[256 + c] = c % 64 == 9 ? -1e30f : 1e-30f;     // token 1
     for (int c = 0; c < 256; ++c) x[512 + c] = static_cast<float>(c % 7) - 3.0f;  // token 2
-    std::vector<float> y(3 * 21), expect(y.size());
-    cpu.matmul(w.view, x.data(), 3, y.data());
+    std::vector<float> expect(3 * 21);
     ref->matmul(w.view, x.data(), 3, expect.data());
-    for (int r = 0; r < 21; ++r) EXPECT_EQ(y[r], 0.0f) << r;
-    for (int r = 21; r < 63; ++r) {
-        EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]) + 1e-6) << r;
-        EXPECT_NE(expect[r], 0.0f) << r;
+    for (const bool decode_steps : {false, true}) {
+        CpuBackend cpu(BackendOptions{2}, tuning);
+        cpu.set_rows_are_decode_steps(decode_steps);
+        std::vector<float> y(3 * 21, NAN);
+        cpu.matmul(w.view, x.data(), 3, y.data());
+        const char* what = decode_steps ? "decode steps" : "prompt rows";
+        for (int r = 0; r < 21; ++r) EXPECT_EQ(y[r], 0.0f) << what << " r=" << r;
+        for (int r = 21; r < 63; ++r) {
+            // Two digits round token 2's small integers (four hold them within f32 rounding).
+            const double rounding =
+                decode_steps ? rounding_bound(w, x, r / 21, r % 21, Rounding::kSplitInt8) : 0.0;
+            EXPECT_NEAR(y[r], expect[r], 1e-5 * std::abs(expect[r]) + 1e-6 + rounding)
+                << what << " r=" << r;
+            EXPECT_NE(expect[r], 0.0f) << r;
+        }
     }
+}
+
+// Which narrow blocks pair two groups into one C tile (amx_pairs_groups): 3-4 decode steps (two
+// digits, half a block's columns) on groups of 32 or 64, an even count of them per row.
+TEST(CpuMatmul, AmxPairsGroupsOnlyWhereTheirTokensFillHalfABlock) {
+    auto q4 = [](int group, std::int64_t cols) {
+        return test::make_quant_weight(4, group, DType::kBF16, 16, cols, 3, 0);
+    };
+    const auto g64 = q4(64, 896), g32 = q4(32, 896), g128 = q4(128, 1024), odd = q4(64, 192);
+    EXPECT_TRUE(amx_pairs_groups(g64.view, 3, 2, true));
+    EXPECT_TRUE(amx_pairs_groups(g64.view, 4, 2, true));
+    EXPECT_TRUE(amx_pairs_groups(g32.view, 4, 2, true));
+    EXPECT_FALSE(amx_pairs_groups(g64.view, 4, 2, false));  // CpuTuning::amx_pair_groups off
+    EXPECT_FALSE(amx_pairs_groups(g64.view, 5, 2, true));   // 10 of 16 columns
+    EXPECT_FALSE(amx_pairs_groups(g64.view, 3, 4, true));   // prompt rows: four digits
+    EXPECT_FALSE(amx_pairs_groups(g128.view, 4, 2, true));  // two K steps per group
+    EXPECT_FALSE(amx_pairs_groups(odd.view, 4, 2, true));   // 3 groups
 }
 
 }  // namespace
