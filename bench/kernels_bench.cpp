@@ -565,6 +565,13 @@ int main(int argc, char** argv) {
     CpuTuning panels = grouped;
     panels.gemm_min_tokens = 1;
     CpuBackend panel_backend(BackendOptions{opt.threads}, panels);
+    // The rows are decode steps, as a stage says of a batch of one-token sequences: the AMX
+    // tiles and the non-AMX split-int8 pass take them as the engine does (two digits).
+    for (CpuBackend* b : {&backend, &no_amx_backend, &dot_tiles_backend, &token_vectors_backend,
+                          &panel_backend, &one_row_backend}) {
+        b->set_rows_are_decode_steps(true);
+    }
+    for (auto& [b, label] : int8_backends) b->set_rows_are_decode_steps(true);
     for (std::size_t si : {std::size_t{0}, std::size_t{1}, std::size_t{4}}) {
         const Shape& s = prefill_shapes[si];
         for (const auto& f : formats) {

@@ -730,6 +730,30 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
 
 namespace {
 
+// rows_of[t] (lane m: row m) = the sum of token t's 4 lanes (4t .. 4t + 3) of acc[m], for 16
+// rows of a narrow block of 4 tokens x 4 lanes: per 4 rows, two interleave rounds leave each
+// 128-bit block (a token) holding the rows' sums side by side, (l0 + l2) + (l1 + l3); then a
+// transpose of the 4 x 4 blocks. Each row's sums involve no other row.
+HWY_INLINE void token_rows_4x4(const __m512* acc, __m512 (&rows_of)[4]) {
+    __m512 quad[4];  // quad[q] block t: token t's rows 4q .. 4q + 3
+    for (int q = 0; q < 4; ++q) {
+        const __m512 a = acc[4 * q], b = acc[4 * q + 1], c = acc[4 * q + 2], d = acc[4 * q + 3];
+        // [a0 + a2, b0 + b2, a1 + a3, b1 + b3] per block, and the same for c, d.
+        const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+        const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+        quad[q] = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    const __m512 lo01 = _mm512_shuffle_f32x4(quad[0], quad[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi01 = _mm512_shuffle_f32x4(quad[0], quad[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 lo23 = _mm512_shuffle_f32x4(quad[2], quad[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi23 = _mm512_shuffle_f32x4(quad[2], quad[3], _MM_SHUFFLE(3, 2, 3, 2));
+    rows_of[0] = _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0));
+    rows_of[1] = _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1));
+    rows_of[2] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0));
+    rows_of[3] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
 template <int D>
 void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::int64_t n,
                           std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
@@ -792,29 +816,37 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
             } else {
                 row_block_tokens<D, true, 1>(rb, codes, row_bytes, tb, acc);
             }
-            // Each token's 16 rows leave as one vector: a narrow block's lanes of a token (D
-            // digits, x 2 groups where paired) are summed in its first lane (the smallest
-            // first), then a gather takes lane t (wide) or lanes · t (narrow) of the 16 rows.
-            // Row by row and token by token, this was 13-20% of a 4-token matmul here.
+            // Each token's 16 rows leave as one vector. Blocks of 4 tokens x 4 lanes (four
+            // digits, or two digits x two groups where paired) are summed and transposed in
+            // registers (token_rows_4x4). Otherwise a narrow block's 2 digit lanes of a token
+            // are summed in its first lane, then a gather takes lane t (wide) or 2·t (narrow)
+            // of the 16 rows. Row by row and token by token, this was 13-20% of a 4-token
+            // matmul here; the gathers, a further 13% of a paired block on the lent Xeon
+            // (run 130, one thread).
             const std::int64_t token_lanes = layout.narrow ? narrow_token_lanes(layout) : 1;
+            const __mmask16 row_mask = _cvtu32_mask16((1u << rows) - 1u);
+            if (token_lanes == 4) {
+                for (std::int64_t k = 0; k < taken; ++k, ++tb) {
+                    const std::int64_t first = tb * layout.block_tokens;
+                    const std::int64_t tokens = std::min(layout.block_tokens, n - first);
+                    __m512 rows_of[4];
+                    token_rows_4x4(acc + k * kTileRows, rows_of);
+                    for (std::int64_t t = 0; t < tokens; ++t) {
+                        _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
+                                              _mm512_add_ps(rows_of[t], row_bias));
+                    }
+                }
+                continue;
+            }
             alignas(64) float out[2 * kTileRows][16];
             for (int m = 0; m < taken * kTileRows; ++m) {
                 __m512 v = acc[m];
                 if (layout.narrow) {
-                    if (token_lanes == 4) {
-                        // Within each token's 4 lanes: lane 0 <- l0 + (l1 + (l2 + l3)).
-                        const __m512 l1 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 2, 1));
-                        const __m512 l2 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 2));
-                        const __m512 l3 = _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 3));
-                        v = _mm512_add_ps(v, _mm512_add_ps(l1, _mm512_add_ps(l2, l3)));
-                    } else {
-                        // Within each token's 2 lanes: lane 0 <- l0 + l1.
-                        v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
-                    }
+                    // Within each token's 2 lanes: lane 0 <- l0 + l1.
+                    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
                 }
                 _mm512_store_ps(out[m], v);
             }
-            const __mmask16 row_mask = _cvtu32_mask16((1u << rows) - 1u);
             const __m512i row_lanes = _mm512_mullo_epi32(
                 _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                 _mm512_set1_epi32(16));
