@@ -303,7 +303,8 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                 tuning_.prefetch_bytes,
                                 tuning_.amx_prefetch_next_block,
                                 digits,
-                                tuning_.amx_pair_groups};
+                                tuning_.amx_pair_groups,
+                                tuning_.amx_pair_nibbles};
         return in;
     }
     // A batch of decode steps on 4-bit weights where the tiles did not take it, with AVX-512
@@ -401,7 +402,7 @@ CpuBackend::DecodeInput CpuBackend::prepare_decode(const WeightMatrix& w, const 
         // Per weight group, all tokens: each group's B tiles hold the 16 tokens of a block.
         const AmxBuffers buffers{s.digits.data(),    s.digit_unit.data(), s.digit_sum.data(),
                                  s.amx_tiles.data(), s.amx_unit.data(),   s.amx_sum.data(),
-                                 in.amx.digits,      in.amx.pair_groups};
+                                 in.amx.digits,      in.amx.pair_groups,  in.amx.pair_nibbles};
         serial_or_parallel(n * w.cols < tuning_.amx_prepare_serial_below, w.cols / w.group_size, 2,
                            [&](std::int64_t begin, std::int64_t end) {
                                prepare_amx_activations(w, x, n, begin, end, buffers);

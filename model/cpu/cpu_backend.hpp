@@ -110,6 +110,10 @@ struct CpuTuning {
     // codes' unpacking) serves two groups: half the fold's arithmetic per group. Groups of 32 and
     // 64 with an even count per row; others, and larger batches, one group per tile.
     bool amx_pair_groups = true;
+    // ... and on 4-bit weights the pair's two tiles split by nibble rather than by group, so that
+    // one load of a row's code bytes for the pair gives both A tiles (3 instructions a row for
+    // two groups, against 2 a row for each group split apart).
+    bool amx_pair_nibbles = true;
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;

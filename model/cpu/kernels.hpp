@@ -178,6 +178,8 @@ struct AmxBuffers {
     // Two groups to a narrow block's C tile where its tokens fill half the columns
     // (CpuTuning::amx_pair_groups); the kernel must be given the same.
     bool pair_groups = false;
+    // 4-bit pairs' tiles split by nibble (CpuTuning::amx_pair_nibbles); the same for the kernel.
+    bool pair_nibbles = false;
 };
 struct AmxActivations {
     const std::int8_t* tiles = nullptr;
@@ -187,8 +189,9 @@ struct AmxActivations {
     // Prefetch the next 16-row block's codes while a block is multiplied (CpuTuning::
     // amx_prefetch_next_block) instead of prefetch_bytes ahead in each row.
     bool prefetch_next_block = true;
-    int digits = 4;            // as prepared: 4 or 2
-    bool pair_groups = false;  // as prepared (AmxBuffers::pair_groups)
+    int digits = 4;             // as prepared: 4 or 2
+    bool pair_groups = false;   // as prepared (AmxBuffers::pair_groups)
+    bool pair_nibbles = false;  // as prepared (AmxBuffers::pair_nibbles)
 };
 // Whether this process may use AMX-INT8 tiles (asks Linux for them once).
 bool amx_available();

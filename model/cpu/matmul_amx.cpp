@@ -120,20 +120,28 @@ std::int64_t k_bytes(const WeightMatrix& w) { return std::min<std::int64_t>(w.gr
 // odd ones, each group's B tile zero in the other's columns. Both multiplies accumulate into one
 // C tile, and one fold of its 16 rows serves the two groups, the scales taken as pairs (a 64-bit
 // broadcast of scale[g], scale[g + 1] matches the lanes). A token's four lanes are summed at
-// the end of a row. Only for one K step per group (32 or 64) and an even count of groups.
+// the end of a row. Only for one K step per group (32 or 64) and an even count of groups. For
+// 4-bit codes the pair's two tiles are split by nibble instead of by group: the first holds the
+// low nibbles of the pair's code bytes (the even elements of both groups, group g's in the first
+// half of K and g + 1's in the second), the second the high ones, each group's digits in its
+// half of K and its columns; so one load per row gives both A tiles (unpack_nibble_pair;
+// AmxBuffers::pair_nibbles).
 struct Layout {
     bool narrow;
     std::int64_t block_tokens;  // 16 / digits or 16
     int digits;
     bool paired = false;
+    bool nibbles = false;  // a 4-bit pair's tiles split by nibble
 };
 Layout layout_of(std::int64_t n, int digits) {
     return n <= kNarrowMaxTokens ? Layout{true, kTileTokens / digits, digits}
                                  : Layout{false, kTileTokens, digits};
 }
-Layout layout_of(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups) {
+Layout layout_of(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups,
+                 bool pair_nibbles) {
     Layout layout = layout_of(n, digits);
     layout.paired = amx_pairs_groups(w, n, digits, pair_groups);
+    layout.nibbles = layout.paired && pair_nibbles && w.bits == 4;
     return layout;
 }
 // A narrow block's column for digit k of its token t, from group g.
@@ -219,7 +227,7 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
     const std::int64_t token_bytes = split_int8::token_bytes(w, plan);
     const std::int64_t group = w.group_size;
     const std::int64_t kb = k_bytes(w);
-    const Layout layout = layout_of(w, n, digits, buf.pair_groups);
+    const Layout layout = layout_of(w, n, digits, buf.pair_groups, buf.pair_nibbles);
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t i = t * n_groups + g;
         split_int8::split_avx512(plan, w, x, i, i + 1, buf.staging, buf.staging_unit,
@@ -245,6 +253,33 @@ void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::i
     const std::int64_t first = g * group;
     const std::int64_t chunk_offset = first / split_int8::kChunkElems * plan.chunk_bytes();
     const std::int64_t in_run = first % split_int8::kChunkElems / 2;
+    if (layout.nibbles) {
+        // A 4-bit pair's two tiles (Layout): the first takes each group's even elements, the
+        // second its odd ones, in the group's half of the K bytes (its codes' bytes in the pair)
+        // and in the group's columns; zeros in its columns' other half. The other group's
+        // columns are its own to write (another thread may be at it).
+        const std::int64_t half = kb / 2;
+        const std::int64_t parity = g & 1;
+        std::int8_t* pair_tiles = buf.tiles + (g & ~std::int64_t{1}) * group_tile_bytes(w, layout);
+        for (std::int64_t odd = 0; odd < 2; ++odd) {
+            alignas(64) std::uint32_t kv[16][16] = {};
+            for (std::int64_t j = parity; j < 16; j += 2) {
+                const std::int64_t token = (j >> 1) / digits;
+                const std::int64_t k = (j >> 1) % digits;
+                if (token >= n) break;
+                const std::int8_t* base =
+                    buf.staging + token * token_bytes + chunk_offset + k * 128 + odd * 64 + in_run;
+                std::memcpy(reinterpret_cast<std::int8_t*>(kv[j]) + parity * half, base,
+                            static_cast<std::size_t>(half));
+            }
+            auto* tile =
+                reinterpret_cast<std::uint32_t*>(pair_tiles + odd * group_tile_bytes(w, layout));
+            for (std::int64_t q = 0; q < kb / 4; ++q) {
+                for (std::int64_t j = parity; j < 16; j += 2) tile[q * 16 + j] = kv[j][q];
+            }
+        }
+        return;
+    }
     const std::int64_t tiles_per_step = layout.narrow ? 1 : digits;
     for (std::int64_t tb = 0; tb < amx_token_blocks(n, digits); ++tb) {
         std::int8_t* out = buf.tiles + (tb * n_groups + g) * group_tile_bytes(w, layout);
@@ -403,6 +438,22 @@ HWY_INLINE void unpack_group(const WeightMatrix& w, const std::uint8_t* const* c
         const std::uint8_t* p = codes[m] + g * bytes;
         _mm512_store_si512(a0 + m * 64, _mm512_maskz_loadu_epi8(mask, p));
         if (bytes == 128) _mm512_store_si512(a1 + m * 64, _mm512_loadu_si512(p + 64));
+    }
+}
+
+// The A tiles of a 4-bit pair of groups g, g + 1 (g even; Layout) for 16 rows: the pair's code
+// bytes (32 or 64) loaded once per row, their low nibbles (the even elements of both groups)
+// a_lo's row, their high ones a_hi's: 3 instructions a row for two groups, where unpack_group
+// takes 2 a row for one.
+HWY_INLINE void unpack_nibble_pair(const WeightMatrix& w, const std::uint8_t* const* codes,
+                                   std::int64_t g, std::uint8_t* a_lo, std::uint8_t* a_hi) {
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    const std::int64_t bytes = w.group_size;  // two groups of group_size / 2 bytes
+    const __mmask64 mask = _cvtu64_mask64(bytes == 64 ? ~0ull : (1ull << bytes) - 1);
+    for (int m = 0; m < kTileRows; ++m) {
+        const __m512i v = _mm512_maskz_loadu_epi8(mask, codes[m] + g * (w.group_size / 2));
+        _mm512_store_si512(a_lo + m * 64, _mm512_and_si512(v, nibble));
+        _mm512_store_si512(a_hi + m * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
     }
 }
 
@@ -640,7 +691,7 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
     };
     // 8-bit codes of 16 whole rows are the A tiles as they are.
     const bool direct = w.bits == 8 && rb.rows == kTileRows;
-    if (!direct) unpack_group(w, rows, 0, a[0][0], a[0][1]);
+    if (!direct && !kPaired) unpack_group(w, rows, 0, a[0][0], a[0][1]);
     // The work of group g + 1 while group g is multiplied: its codes unpacked, and the
     // prefetch: a group's share of the next block's lines, or (without that) each row's codes
     // prefetch_bytes ahead.
@@ -665,9 +716,18 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
         if (!direct && g + 1 < n_groups) unpack_group(w, rows, g + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
     };
     if constexpr (kPaired) {
-        // Groups g and g + 1 (A tiles from a[cur][0] and a[cur][1]: one K step each, so an unpack
-        // writes only its first buffer) while the previous pair is folded.
-        if (!direct) unpack_group(w, rows, 1, a[0][1], a[0][1]);
+        // Pairs g, g + 1 (A tiles from a[cur][0] and a[cur][1]) while the previous pair is
+        // folded. 4-bit with pair_nibbles: the pair's low and high nibbles (Layout); otherwise
+        // each group's codes (one K step each, so an unpack writes only its first buffer).
+        const auto unpack_pair = [&](std::int64_t g, int into) {
+            if (rb.xa.pair_nibbles && w.bits == 4) {
+                unpack_nibble_pair(w, rows, g, a[into][0], a[into][1]);
+            } else {
+                unpack_group(w, rows, g, a[into][0], a[into][0]);
+                unpack_group(w, rows, g + 1, a[into][1], a[into][1]);
+            }
+        };
+        if (!direct) unpack_pair(0, 0);
         for (std::int64_t g = 0; g < n_groups; g += 2) {
             const int cur = static_cast<int>((g >> 1) & 1);
             const std::uint8_t* a0 = direct ? codes + g * group_bytes : a[cur][0];
@@ -675,10 +735,7 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
             multiply_group_pair(a0, a1, direct ? row_bytes : 64, b + g * b_stride, b_stride);
             prefetch_ahead(g);
             prefetch_ahead(g + 1);
-            if (!direct && g + 2 < n_groups) {
-                unpack_group(w, rows, g + 2, a[cur ^ 1][0], a[cur ^ 1][0]);
-                unpack_group(w, rows, g + 3, a[cur ^ 1][1], a[cur ^ 1][1]);
-            }
+            if (!direct && g + 2 < n_groups) unpack_pair(g + 2, cur ^ 1);
             if (g > 0) fold(g - 2, c + (cur ^ 1) * kSums);
             store_sums_narrow<1>(c + cur * kSums);
         }
@@ -764,7 +821,7 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
     float* scale = row_scratch;
     float* group_bias = row_scratch + kTileRows * n_groups;
     const bool has_bias = bias != nullptr && bias->valid();
-    const Layout layout = layout_of(w, n, D, xa.pair_groups);
+    const Layout layout = layout_of(w, n, D, xa.pair_groups, xa.pair_nibbles);
     configure_tiles(k_bytes(w));
     for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
         const std::int64_t rows = std::min(kTileRows, row_end - r0);

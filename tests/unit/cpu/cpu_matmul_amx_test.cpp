@@ -75,11 +75,13 @@ void expect_amx_rows_split_and_alone(bool decode_steps) {
                     if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
                     const auto x = test::random_floats(static_cast<std::size_t>(n * cols), 9);
                     // 1, 3 and 7 threads, then 3 with each row's codes prefetched ahead instead of
-                    // the next row block's (a prefetch changes no float).
+                    // the next row block's (a prefetch changes no float), then 3 with 4-bit
+                    // pairs split by group rather than by nibble (the same integer sums).
                     std::vector<std::vector<float>> ys;
-                    for (int run = 0; run < 4; ++run) {
+                    for (int run = 0; run < 5; ++run) {
                         CpuTuning run_tuning = tuning;
-                        run_tuning.amx_prefetch_next_block = run < 3;
+                        run_tuning.amx_prefetch_next_block = run != 3;
+                        run_tuning.amx_pair_nibbles = run != 4;
                         CpuBackend cpu(BackendOptions{run == 0 ? 1 : run == 2 ? 7 : 3}, run_tuning);
                         cpu.set_rows_are_decode_steps(decode_steps);
                         ys.emplace_back(static_cast<std::size_t>(n * rows), NAN);
@@ -103,6 +105,9 @@ void expect_amx_rows_split_and_alone(bool decode_steps) {
                     EXPECT_EQ(std::memcmp(ys[0].data(), ys[3].data(), ys[0].size() * sizeof(float)),
                               0)
                         << what << " (rows prefetched ahead)";
+                    EXPECT_EQ(std::memcmp(ys[0].data(), ys[4].data(), ys[0].size() * sizeof(float)),
+                              0)
+                        << what << " (4-bit pairs split by group)";
                     CpuBackend cpu(BackendOptions{2}, tuning);
                     const bool alone_split = bits == 16 || split_int8_kernel_supports(w.view);
                     // Alone, 4-bit rows take the GEMV's two digits, and so do 8-bit ones with
