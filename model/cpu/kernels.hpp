@@ -198,7 +198,7 @@ bool amx_available();
 // amx_available() and w is MLX affine 4 or 8 bits, groups of 32, 64 or 128, F32/F16/BF16 scales.
 bool amx_kernel_supports(const WeightMatrix& w);
 // Whether n tokens of `digits` digits on w take paired narrow blocks (AmxBuffers::pair_groups
-// set: two groups to a C tile; matmul_amx.cpp's Layout says how).
+// set: two groups to a C tile; amx_layout.hpp's Layout says how).
 bool amx_pairs_groups(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups);
 std::int64_t amx_token_blocks(std::int64_t n, int digits);
 std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n, int digits);

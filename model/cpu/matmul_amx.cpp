@@ -26,20 +26,20 @@
 // D C tiles (D digits) are stored after every group and folded into 16 accumulators (one per
 // row, the tokens along the vector) by AVX-512: that fold, ~14 instructions per row and group
 // with four digits (8 with two), is the kernel's vector cost, paid once for up to 16 tokens.
-// Batches of up to 8 tokens take narrow blocks instead (Layout): 16 / D tokens x D digits in
-// one B tile, one multiply per group and a fold of ~5 instructions per row, each group folded
-// while the next one is multiplied; and where 3-4 tokens of two digits fill only half of such a
-// block, two groups share it (Layout: paired), folded together.
+// Batches of up to 8 tokens take narrow blocks instead (Layout, amx_layout.hpp): 16 / D tokens x D
+// digits in one B tile, one multiply per group and a fold of ~5 instructions per row, each group
+// folded while the next one is multiplied; and where 3-4 tokens of two digits fill only half of
+// such a block, two groups share it (Layout: paired), folded together.
 //
 // The digits come from the split-int8 quantizer (split_int8::split_avx512) token by token and
 // are then transposed into the B tiles, all tokens of a group at a time, so the batch's digits
-// are those a token alone would get.
+// are those a token alone would get (matmul_amx_prepare.cpp).
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 
+#include "model/cpu/amx_layout.hpp"
 #include "model/cpu/amx_tiles.hpp"
 #include "model/cpu/kernels.hpp"
 #include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, the CPUID helpers
@@ -57,33 +57,11 @@
 
 namespace brigade::model::cpu {
 
-bool amx_pairs_groups(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups) {
-    // Two digits of up to 4 tokens: 8 of a narrow block's 16 columns.
-    return pair_groups && digits == 2 && n >= 1 && n * digits <= 8 &&
-           (w.group_size == 32 || w.group_size == 64) && w.cols % (2 * w.group_size) == 0;
-}
-
 #if BRIGADE_INT8_X86
+
+using namespace amx_layout;
+
 namespace {
-
-constexpr std::int64_t kTileTokens = 16;
-constexpr std::int64_t kTileRows = 16;
-// Batches up to this many tokens take narrow blocks (Layout).
-constexpr std::int64_t kNarrowMaxTokens = 8;
-
-// The plan of D digits: four (split_int8::kAmxDigits) or two (kGemvDigits).
-template <int D>
-constexpr const split_int8::DigitPlan& plan_of() {
-    static_assert(D == 2 || D == 4);
-    if constexpr (D == 4) {
-        return split_int8::kAmxDigits;
-    } else {
-        return split_int8::kGemvDigits;
-    }
-}
-const split_int8::DigitPlan& plan_of(int digits) {
-    return digits == 2 ? plan_of<2>() : plan_of<4>();
-}
 
 // AMX-TILE and AMX-INT8 (leaf 7 EDX 24, 25), AVX-512 with VNNI, VBMI (leaf 7 ECX 1), the OS
 // saving the tile state (XCR0 17-18), and Linux letting this process use the tile data
@@ -102,65 +80,6 @@ bool detect_amx() {
 #else
     return false;  // no AMX on other systems (macOS on Intel has none to offer)
 #endif
-}
-
-std::int64_t steps_of(const WeightMatrix& w) { return w.group_size == 128 ? 2 : 1; }
-// K bytes of a tile: the group, 64 at most.
-std::int64_t k_bytes(const WeightMatrix& w) { return std::min<std::int64_t>(w.group_size, 64); }
-
-// How a batch's tokens are laid out in B tiles. Wide blocks hold 16 tokens, one B tile per digit
-// (D multiplies and D C tiles per group). Narrow blocks hold 16 / D tokens with their D digits
-// side by side in one B tile (column D·t + k: digit k of token t): one multiply per group, and
-// the fold combines the digits in f32 lanes weighted by their place (digit_weight: 2^17, 2^11,
-// 2^5, 1 or 2^7, 1), summed per token at the end of a row. A small batch then pays a quarter (a
-// half) of the multiplies and folds a 16-token block would cost it.
-//
-// Paired narrow blocks (AmxBuffers::pair_groups; two digits, up to 4 tokens, which fill 8 of the
-// 16 columns): group g's digits go to the even columns (2·(D·t + k)) and group g + 1's to the
-// odd ones, each group's B tile zero in the other's columns. Both multiplies accumulate into one
-// C tile, and one fold of its 16 rows serves the two groups, the scales taken as pairs (a 64-bit
-// broadcast of scale[g], scale[g + 1] matches the lanes). A token's four lanes are summed at
-// the end of a row. Only for one K step per group (32 or 64) and an even count of groups. For
-// 4-bit codes the pair's two tiles are split by nibble instead of by group: the first holds the
-// low nibbles of the pair's code bytes (the even elements of both groups, group g's in the first
-// half of K and g + 1's in the second), the second the high ones, each group's digits in its
-// half of K and its columns; so one load per row gives both A tiles (unpack_nibble_pair;
-// AmxBuffers::pair_nibbles).
-struct Layout {
-    bool narrow;
-    std::int64_t block_tokens;  // 16 / digits or 16
-    int digits;
-    bool paired = false;
-    bool nibbles = false;  // a 4-bit pair's tiles split by nibble
-};
-Layout layout_of(std::int64_t n, int digits) {
-    return n <= kNarrowMaxTokens ? Layout{true, kTileTokens / digits, digits}
-                                 : Layout{false, kTileTokens, digits};
-}
-Layout layout_of(const WeightMatrix& w, std::int64_t n, int digits, bool pair_groups,
-                 bool pair_nibbles) {
-    Layout layout = layout_of(n, digits);
-    layout.paired = amx_pairs_groups(w, n, digits, pair_groups);
-    layout.nibbles = layout.paired && pair_nibbles && w.bits == 4;
-    return layout;
-}
-// A narrow block's column for digit k of its token t, from group g.
-std::int64_t narrow_column(const Layout& layout, std::int64_t t, int k, std::int64_t g) {
-    const std::int64_t column = layout.digits * t + k;
-    return layout.paired ? 2 * column + (g & 1) : column;
-}
-// Lanes of a narrow block's row that belong to one token.
-std::int64_t narrow_token_lanes(const Layout& layout) {
-    return layout.paired ? 2 * layout.digits : layout.digits;
-}
-// Digit k's weight in units (unit = step · 2^-position[last]): 2^(position[last] - position[k]).
-float digit_weight(const split_int8::DigitPlan& plan, int k) {
-    return static_cast<float>(1u << (plan.position[plan.count - 1] - plan.position[k]));
-}
-// Bytes of one group's B tiles for a token block: wide, D digits x group x 16 tokens; narrow,
-// group x 16 / D tokens x D digits.
-std::int64_t group_tile_bytes(const WeightMatrix& w, Layout layout) {
-    return (layout.narrow ? 1 : layout.digits) * w.group_size * 16;
 }
 
 }  // namespace
@@ -185,20 +104,6 @@ bool amx_kernel_supports(const WeightMatrix& w) {
     return format && amx_available();
 }
 
-std::int64_t amx_token_blocks(std::int64_t n, int digits) {
-    const std::int64_t block = layout_of(n, digits).block_tokens;
-    return (n + block - 1) / block;
-}
-
-std::int64_t amx_tile_bytes(const WeightMatrix& w, std::int64_t n, int digits) {
-    return amx_token_blocks(n, digits) * (w.cols / w.group_size) *
-           group_tile_bytes(w, layout_of(n, digits));
-}
-
-std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n, int digits) {
-    return n * split_int8::token_bytes(w, plan_of(digits));
-}
-
 std::int64_t amx_row_scratch_floats(const WeightMatrix& w) {
     return 2 * kTileRows * (w.cols / w.group_size);
 }
@@ -210,133 +115,6 @@ std::int64_t amx_row_scratch_floats(const WeightMatrix& w) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi,amx-tile,amx-int8")
-namespace {
-
-// Byte j of the interleave: even run j / 2 (j even), odd run j / 2 (j odd; index 64 on).
-alignas(64) constexpr auto kInterleave = [] {
-    std::array<std::uint8_t, 64> index{};
-    for (int j = 0; j < 64; ++j) index[j] = static_cast<std::uint8_t>((j % 2) * 64 + j / 2);
-    return index;
-}();
-
-void prepare_group(const WeightMatrix& w, const float* x, std::int64_t n, std::int64_t g,
-                   const AmxBuffers& buf) {
-    const split_int8::DigitPlan& plan = plan_of(buf.digits);
-    const int digits = plan.count;
-    const std::int64_t n_groups = w.cols / w.group_size;
-    const std::int64_t token_bytes = split_int8::token_bytes(w, plan);
-    const std::int64_t group = w.group_size;
-    const std::int64_t kb = k_bytes(w);
-    const Layout layout = layout_of(w, n, digits, buf.pair_groups, buf.pair_nibbles);
-    for (std::int64_t t = 0; t < n; ++t) {
-        const std::int64_t i = t * n_groups + g;
-        split_int8::split_avx512(plan, w, x, i, i + 1, buf.staging, buf.staging_unit,
-                                 buf.staging_sum);
-        // Paired groups share the lanes of the pair's first one.
-        const std::int64_t block =
-            t / layout.block_tokens * n_groups + (layout.paired ? g & ~1 : g);
-        if (layout.narrow) {
-            for (int k = 0; k < digits; ++k) {
-                const std::int64_t at =
-                    block * 16 + narrow_column(layout, t % layout.block_tokens, k, g);
-                buf.unit[at] = buf.staging_unit[i] * digit_weight(plan, k);
-                buf.sum[at] = k == 0 ? buf.staging_sum[i] : 0.0f;
-            }
-        } else {
-            buf.unit[block * 16 + t % kTileTokens] = buf.staging_unit[i];
-            buf.sum[block * 16 + t % kTileTokens] = buf.staging_sum[i];
-        }
-    }
-    // The group's elements in the staging layout: chunk e / 128, per digit 64 even elements
-    // and 64 odd ones. A group of 32 or 64 is a run of group / 2 bytes in each; one of 128 is
-    // a whole chunk.
-    const std::int64_t first = g * group;
-    const std::int64_t chunk_offset = first / split_int8::kChunkElems * plan.chunk_bytes();
-    const std::int64_t in_run = first % split_int8::kChunkElems / 2;
-    if (layout.nibbles) {
-        // A 4-bit pair's two tiles (Layout): the first takes each group's even elements, the
-        // second its odd ones, in the group's half of the K bytes (its codes' bytes in the pair)
-        // and in the group's columns; zeros in its columns' other half. The other group's
-        // columns are its own to write (another thread may be at it).
-        const std::int64_t half = kb / 2;
-        const std::int64_t parity = g & 1;
-        std::int8_t* pair_tiles = buf.tiles + (g & ~std::int64_t{1}) * group_tile_bytes(w, layout);
-        for (std::int64_t odd = 0; odd < 2; ++odd) {
-            alignas(64) std::uint32_t kv[16][16] = {};
-            for (std::int64_t j = parity; j < 16; j += 2) {
-                const std::int64_t token = (j >> 1) / digits;
-                const std::int64_t k = (j >> 1) % digits;
-                if (token >= n) break;
-                const std::int8_t* base =
-                    buf.staging + token * token_bytes + chunk_offset + k * 128 + odd * 64 + in_run;
-                std::memcpy(reinterpret_cast<std::int8_t*>(kv[j]) + parity * half, base,
-                            static_cast<std::size_t>(half));
-            }
-            auto* tile =
-                reinterpret_cast<std::uint32_t*>(pair_tiles + odd * group_tile_bytes(w, layout));
-            for (std::int64_t q = 0; q < kb / 4; ++q) {
-                for (std::int64_t j = parity; j < 16; j += 2) tile[q * 16 + j] = kv[j][q];
-            }
-        }
-        return;
-    }
-    const std::int64_t tiles_per_step = layout.narrow ? 1 : digits;
-    for (std::int64_t tb = 0; tb < amx_token_blocks(n, digits); ++tb) {
-        std::int8_t* out = buf.tiles + (tb * n_groups + g) * group_tile_bytes(w, layout);
-        for (std::int64_t step = 0; step < steps_of(w); ++step) {
-            for (std::int64_t tile_index = 0; tile_index < tiles_per_step; ++tile_index) {
-                // The K bytes of each of the tile's 16 columns (zero past n), then their
-                // transpose by 4-byte words: word q of column j goes to row q, column j.
-                // Column j is token j of the block for digit tile_index (wide), or digit j % D
-                // of token j / D (narrow).
-                alignas(64) std::uint32_t kv[16][16] = {};
-                for (std::int64_t j = 0; j < 16; ++j) {
-                    // Paired: this group's columns are those of its parity.
-                    if (layout.paired && (j & 1) != (g & 1)) continue;
-                    const std::int64_t jj = layout.paired ? j >> 1 : j;
-                    const std::int64_t token =
-                        tb * layout.block_tokens + (layout.narrow ? jj / digits : jj);
-                    const std::int64_t k = layout.narrow ? jj % digits : tile_index;
-                    if (token >= n) break;
-                    const std::int8_t* base =
-                        buf.staging + token * token_bytes + chunk_offset + k * 128 + in_run;
-                    auto* dst = reinterpret_cast<std::int8_t*>(kv[j]);
-                    if (w.bits == 8) {
-                        // 8-bit codes stay in element order (the A tiles are the rows' bytes):
-                        // the step's even and odd elements interleaved again.
-                        const __mmask64 half = _cvtu64_mask64((1ull << (kb / 2)) - 1);
-                        const __m512i even = _mm512_maskz_loadu_epi8(half, base + step * kb / 2);
-                        const __m512i odd =
-                            _mm512_maskz_loadu_epi8(half, base + 64 + step * kb / 2);
-                        _mm512_store_si512(dst,
-                                           _mm512_permutex2var_epi8(
-                                               even, _mm512_load_si512(kInterleave.data()), odd));
-                    } else if (group == 128) {
-                        std::memcpy(dst, base + step * 64, 64);
-                    } else {
-                        std::memcpy(dst, base, static_cast<std::size_t>(group / 2));
-                        std::memcpy(dst + group / 2, base + 64,
-                                    static_cast<std::size_t>(group / 2));
-                    }
-                }
-                auto* tile = reinterpret_cast<std::uint32_t*>(
-                    out + (step * tiles_per_step + tile_index) * kb * 16);
-                for (std::int64_t q = 0; q < kb / 4; ++q) {
-                    for (std::int64_t j = 0; j < 16; ++j) tile[q * 16 + j] = kv[j][q];
-                }
-            }
-        }
-    }
-}
-
-}  // namespace
-
-void prepare_amx_activations(const WeightMatrix& w, const float* x, std::int64_t n,
-                             std::int64_t group_begin, std::int64_t group_end,
-                             const AmxBuffers& buf) {
-    for (std::int64_t g = group_begin; g < group_end; ++g) prepare_group(w, x, n, g, buf);
-}
-
 namespace {
 
 // Tiles 0-3: the digits' sums C_k (16 rows x 16 tokens of int32); 4 and 5: the codes of a
@@ -948,12 +726,7 @@ HWY_POP_ATTRIBUTES
 bool amx_available() { return false; }
 bool amx_bf16_available() { return false; }
 bool amx_kernel_supports(const WeightMatrix&) { return false; }
-std::int64_t amx_token_blocks(std::int64_t n, int) { return (n + 15) / 16; }
-std::int64_t amx_tile_bytes(const WeightMatrix&, std::int64_t, int) { return 0; }
-std::int64_t amx_staging_bytes(const WeightMatrix&, std::int64_t, int) { return 0; }
 std::int64_t amx_row_scratch_floats(const WeightMatrix&) { return 0; }
-void prepare_amx_activations(const WeightMatrix&, const float*, std::int64_t, std::int64_t,
-                             std::int64_t, const AmxBuffers&) {}
 void gemv_rows_amx(const WeightMatrix&, const AmxActivations&, std::int64_t, std::int64_t,
                    std::int64_t, const WeightVector*, float*, std::int64_t, float*) {}
 
