@@ -74,14 +74,17 @@ void expect_amx_rows_split_and_alone(bool decode_steps) {
                 for (const std::int64_t n : {3, 4, 7, 19}) {
                     if (bits == 16 && n < 12) continue;  // BF16 takes the tiles from 12 tokens
                     const auto x = test::random_floats(static_cast<std::size_t>(n * cols), 9);
-                    // 1, 3 and 7 threads, then 3 with each row's codes prefetched ahead instead of
-                    // the next row block's (a prefetch changes no float), then 3 with 4-bit
-                    // pairs split by group rather than by nibble (the same integer sums).
+                    // 1, 3 and 7 threads (7: the activations prepared on the pool, so that the
+                    // two groups of a pair may be prepared by two threads into the same tiles),
+                    // then 3 with each row's codes prefetched ahead instead of the next row
+                    // block's (a prefetch changes no float), then 3 with 4-bit pairs split by
+                    // group rather than by nibble (the same integer sums).
                     std::vector<std::vector<float>> ys;
                     for (int run = 0; run < 5; ++run) {
                         CpuTuning run_tuning = tuning;
                         run_tuning.amx_prefetch_next_block = run != 3;
                         run_tuning.amx_pair_nibbles = run != 4;
+                        if (run == 2) run_tuning.amx_prepare_serial_below = 0;
                         CpuBackend cpu(BackendOptions{run == 0 ? 1 : run == 2 ? 7 : 3}, run_tuning);
                         cpu.set_rows_are_decode_steps(decode_steps);
                         ys.emplace_back(static_cast<std::size_t>(n * rows), NAN);
