@@ -589,6 +589,36 @@ HWY_INLINE void token_rows_4x4(const __m512* acc, __m512 (&rows_of)[4]) {
     rows_of[3] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
+// v[l] = lane l of the 16 vectors v[0..15] (a 16 x 16 transpose of floats): interleaves of
+// rows, of row pairs, then a 4 x 4 transpose of 128-bit blocks, 64 shuffles.
+HWY_INLINE void transpose_16x16(__m512 (&v)[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    // u[4i + j], block k: element 4k + j of rows 4i .. 4i + 3.
+    __m512 u[16];
+    for (int i = 0; i < 4; ++i) {
+        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+        const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; ++j) {
+        const __m512 lo01 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 hi01 = _mm512_shuffle_f32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512 lo23 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 hi23 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        v[j] = _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0));
+        v[4 + j] = _mm512_shuffle_f32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1));
+        v[8 + j] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0));
+        v[12 + j] = _mm512_shuffle_f32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
 template <int D>
 void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::int64_t n,
                           std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
@@ -669,6 +699,29 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
                     for (std::int64_t t = 0; t < tokens; ++t) {
                         _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
                                               _mm512_add_ps(rows_of[t], row_bias));
+                    }
+                }
+                continue;
+            }
+            if (xa.transpose_rows) {
+                // Lane pairs summed (narrow), then a transpose: lane l of the 16 rows as one
+                // vector per lane, token t's at lanes · t. The same floats as the gathers below,
+                // which waited on the stores of `out` they read.
+                for (std::int64_t k = 0; k < taken; ++k, ++tb) {
+                    const std::int64_t first = tb * layout.block_tokens;
+                    const std::int64_t tokens = std::min(layout.block_tokens, n - first);
+                    __m512 lanes[kTileRows];
+                    for (int m = 0; m < kTileRows; ++m) {
+                        __m512 v = acc[k * kTileRows + m];
+                        if (layout.narrow) {
+                            v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
+                        }
+                        lanes[m] = v;
+                    }
+                    transpose_16x16(lanes);
+                    for (std::int64_t t = 0; t < tokens; ++t) {
+                        _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
+                                              _mm512_add_ps(lanes[token_lanes * t], row_bias));
                     }
                 }
                 continue;
