@@ -458,10 +458,26 @@ void CpuBackend::decode_rows(const WeightMatrix& w, const DecodeInput& in, const
                 at.sum += t * (w.cols / w.group_size);
                 return at;
             };
-            // Two tokens at a time where the kernel has a pass for two, then one by one, over
-            // the same rows: the later passes read the codes from cache, and each token gets the
-            // floats it gets alone.
+            // Four (or a last three) tokens at a time where the kernel has such a pass, then
+            // two, then one by one, over the same rows: the later passes read the codes from
+            // cache, and each token gets the floats it gets alone.
             std::int64_t t = 0;
+            while (tuning_.split_int8_four && n - t >= 3) {
+                const int count = n - t >= 4 ? 4 : 3;
+                SplitInt8Activations xs[4];
+                const SplitInt8Activations* xp[4];
+                float* yp[4];
+                for (int i = 0; i < count; ++i) {
+                    xs[i] = token(t + i);
+                    xp[i] = &xs[i];
+                    yp[i] = y + (t + i) * w.rows;
+                }
+                if (!gemv_rows_split_int8_many(tuning_.split_int8_variant, w, xp, count, row_begin,
+                                               row_end, bias, yp)) {
+                    break;
+                }
+                t += count;
+            }
             for (; tuning_.split_int8_pair && t + 2 <= n; t += 2) {
                 gemv_rows_split_int8_pair(tuning_.split_int8_variant, w, token(t), token(t + 1),
                                           row_begin, row_end, bias, y + t * w.rows,

@@ -78,6 +78,11 @@ struct CpuTuning {
     // each chunk's codes unpacked once for both, gemv_rows_split_int8_pair); false: one token
     // after the other. The same floats either way.
     bool split_int8_pair = true;
+    // Before pairs, four tokens in one pass (a last three in one too) where the kernel has
+    // such a pass (AVX-512): each chunk's codes unpacked once for all of them. On a 2-vCPU
+    // Zen 4 (session 29, paired steps against pairs): 4-bit batches of 3 12-19% faster, 4
+    // 5-11%, 7-8 7-13%, 16 3-10%; one sequence level. false: pairs, then one.
+    bool split_int8_four = true;
     // Which instruction set the split-int8 path uses (tests and benches force each; kAuto =
     // best).
     SplitInt8Variant split_int8_variant = SplitInt8Variant::kAuto;

@@ -159,6 +159,13 @@ void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
                                const SplitInt8Activations& x0, const SplitInt8Activations& x1,
                                std::int64_t row_begin, std::int64_t row_end,
                                const WeightVector* bias, float* y0, float* y1);
+// Three or four (`count`) tokens in one pass where the kernel has it (AVX-512: each chunk's
+// codes unpacked once for all; returns false and does nothing elsewhere). Each token gets its
+// floats alone.
+bool gemv_rows_split_int8_many(SplitInt8Variant variant, const WeightMatrix& w,
+                               const SplitInt8Activations* const* xs, int count,
+                               std::int64_t row_begin, std::int64_t row_end,
+                               const WeightVector* bias, float* const* ys);
 
 // Decode of 2-31 tokens (by default from 3 on 4-bit, 4 on 8-bit) on 4- and 8-bit weights through
 // AMX tiles (matmul_amx.cpp; x86 with AMX-INT8, AVX-512 and Linux's permission), the activations

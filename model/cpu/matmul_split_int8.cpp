@@ -450,6 +450,16 @@ void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
     gemv_avx512_tokens<2>(w, xs, row_begin, row_end, bias, ys);
 }
 
+void gemv_avx512_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
+                               int count, std::int64_t row_begin, std::int64_t row_end,
+                               const WeightVector* bias, float* const* ys) {
+    if (count == 4) {
+        gemv_avx512_tokens<4>(w, xs, row_begin, row_end, bias, ys);
+    } else {
+        gemv_avx512_tokens<3>(w, xs, row_begin, row_end, bias, ys);
+    }
+}
+
 }  // namespace split_int8
 HWY_POP_ATTRIBUTES
 #if defined(__GNUC__) && !defined(__clang__)
@@ -567,6 +577,21 @@ void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
     gemv_rows_split_int8(variant, w, x0, row_begin, row_end, bias, y0);
     gemv_rows_split_int8(variant, w, x1, row_begin, row_end, bias, y1);
 }
+bool gemv_rows_split_int8_many(SplitInt8Variant variant, const WeightMatrix& w,
+                               const SplitInt8Activations* const* xs, int count,
+                               std::int64_t row_begin, std::int64_t row_end,
+                               const WeightVector* bias, float* const* ys) {
+#if BRIGADE_INT8_X86
+    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni &&
+        (count == 3 || count == 4)) {
+        split_int8::gemv_avx512_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
+        return true;
+    }
+#endif
+    (void)variant, (void)w, (void)xs, (void)count, (void)row_begin, (void)row_end, (void)bias,
+        (void)ys;
+    return false;
+}
 
 #else  // neither x86 nor Arm with dot products: no kernel, callers check
        // split_int8_kernel_supports first
@@ -582,6 +607,11 @@ void gemv_rows_split_int8(SplitInt8Variant, const WeightMatrix&, const SplitInt8
 void gemv_rows_split_int8_pair(SplitInt8Variant, const WeightMatrix&, const SplitInt8Activations&,
                                const SplitInt8Activations&, std::int64_t, std::int64_t,
                                const WeightVector*, float*, float*) {}
+bool gemv_rows_split_int8_many(SplitInt8Variant, const WeightMatrix&,
+                               const SplitInt8Activations* const*, int, std::int64_t, std::int64_t,
+                               const WeightVector*, float* const*) {
+    return false;
+}
 
 #endif  // BRIGADE_INT8_X86 || BRIGADE_INT8_NEON_DOT
 

@@ -122,6 +122,10 @@ void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int
 void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
                      const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
                      const WeightVector* bias, float* y0, float* y1);
+// Three or four (`count`) tokens in one pass (each chunk's codes unpacked once for all).
+void gemv_avx512_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
+                               int count, std::int64_t row_begin, std::int64_t row_end,
+                               const WeightVector* bias, float* const* ys);
 // AVX2 + AVX-VNNI: 32 code bytes a step. The AVX2 quantizer gives the AVX-512 one's digits bit
 // for bit (the same f32 operations), its sums in another order.
 void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
