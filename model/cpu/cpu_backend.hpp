@@ -67,8 +67,9 @@ struct CpuTuning {
     std::int64_t split_int8_max_tokens = 2;
     // A batch of up to this many decode steps (Backend::set_rows_are_decode_steps) on 4-bit
     // weights takes the split-int8 kernel too where the AMX tiles do not take it (CPUs without
-    // AMX) and the kernel is AVX-512's, two tokens a pass: the f32 kernels' arithmetic bounds
-    // 4-bit batches there. A 2-vCPU Zen 4, paired steps against the f32 kernels: 3-4 sequences
+    // AMX) and the kernel is AVX-512's, two tokens a pass (four since split_int8_four): the f32
+    // kernels' arithmetic bounds 4-bit batches there. A 2-vCPU Zen 4, paired steps against the
+    // f32 kernels (with pairs): 3-4 sequences
     // 27-52% faster, 5-8 21-37%, 12-16 19-36%, 24-31 12-37% (Qwen2.5-0.5B and Llama-3.2-1B),
     // so every decode batch below gemm_min_tokens. 8-bit batches of 3-4 moved by -6% to +14%,
     // so they keep the f32 kernels; AVX-VNNI and NEON (one token a pass) were not measured.
