@@ -48,6 +48,7 @@ const AbKnob kAbKnobs[] = {
     {"split-int8-decode-max-tokens", nullptr, &Tuning::split_int8_decode_max_tokens, 1},
     {"split-int8-pair", &Tuning::split_int8_pair},
     {"split-int8-four", &Tuning::split_int8_four},
+    {"split-int8-decode-8bit", &Tuning::split_int8_decode_8bit},
     {"next-tile-prefetch", nullptr, &Tuning::next_tile_prefetch_row_bytes, 0},
     {"q4-lookup", &Tuning::q4_lookup},
     {"grouped-max-tokens", nullptr, &Tuning::grouped_max_tokens, 1},

@@ -310,7 +310,9 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
     }
     // A batch of decode steps on 4-bit weights where the tiles did not take it, with AVX-512
     // (CpuTuning::split_int8_decode_max_tokens says why).
-    if (split_int8 && decode_steps_ && w.bits == 4 && n <= tuning_.split_int8_decode_max_tokens &&
+    if (split_int8 && decode_steps_ &&
+        (w.bits == 4 || (w.bits == 8 && tuning_.split_int8_decode_8bit)) &&
+        n <= tuning_.split_int8_decode_max_tokens &&
         split_int8_resolve_variant(tuning_.split_int8_variant) == SplitInt8Variant::kAvx512Vnni) {
         return take_split_int8();
     }

@@ -71,10 +71,15 @@ struct CpuTuning {
     // kernels' arithmetic bounds 4-bit batches there. A 2-vCPU Zen 4, paired steps against the
     // f32 kernels (with pairs): 3-4 sequences
     // 27-52% faster, 5-8 21-37%, 12-16 19-36%, 24-31 12-37% (Qwen2.5-0.5B and Llama-3.2-1B),
-    // so every decode batch below gemm_min_tokens. 8-bit batches of 3-4 moved by -6% to +14%,
-    // so they keep the f32 kernels; AVX-VNNI and NEON (one token a pass) were not measured.
+    // so every decode batch below gemm_min_tokens (8-bit ones: split_int8_decode_8bit). AVX-VNNI
+    // and NEON (one token a pass) were not measured.
     // Prompt rows keep f32 activations.
     std::int64_t split_int8_decode_max_tokens = 31;
+    // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
+    // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
+    // changed that: on a 2-vCPU Zen 4 (session 29, paired steps) 8-bit batches of 3 decoded
+    // 18-31% faster, 4 34-37%, 8 5-15%, 16 7-15%.
+    bool split_int8_decode_8bit = true;
     // Two tokens through one kernel call where the kernel has a two-token form (AVX-512:
     // each chunk's codes unpacked once for both, gemv_rows_split_int8_pair); false: one token
     // after the other. The same floats either way.
