@@ -30,7 +30,6 @@ const AbKnob kAbKnobs[] = {
     {"amx-two-digits", &Tuning::amx_decode_two_digits},
     {"amx-pair-groups", &Tuning::amx_pair_groups},
     {"amx-pair-nibbles", &Tuning::amx_pair_nibbles},
-    {"amx-transpose-rows", &Tuning::amx_transpose_rows},
     {"attention-prefetch", &Tuning::attention_prefetch_heads},
     {"attention-all-heads", &Tuning::attention_fewer_heads_per_tile},
     {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},

@@ -2,7 +2,29 @@
 // What the AMX kernels (matmul_amx.cpp, matmul_amx_bf16.cpp) share: the tile configuration
 // that LDTILECFG reads (palette 1: up to 16 rows of up to 64 bytes per tile).
 
+#include <hwy/base.h>  // HWY_PUSH_ATTRIBUTES
+
 #include <cstdint>
+
+// The AMX-INT8 kernel's code region (matmul_amx.cpp, matmul_amx_prepare.cpp): AVX-512 with VBMI
+// and the tile instructions, and GCC 12's false uninitialized warnings on AVX-512 intrinsics
+// silenced (see matmul_split_int8.cpp). Close with BRIGADE_AMX_INT8_REGION_END.
+// clang-format off
+#if defined(__GNUC__) && !defined(__clang__)
+#define BRIGADE_AMX_INT8_GCC_WARNINGS_OFF \
+    _Pragma("GCC diagnostic push") \
+    _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
+    _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define BRIGADE_AMX_INT8_GCC_WARNINGS_ON _Pragma("GCC diagnostic pop")
+#else
+#define BRIGADE_AMX_INT8_GCC_WARNINGS_OFF
+#define BRIGADE_AMX_INT8_GCC_WARNINGS_ON
+#endif
+#define BRIGADE_AMX_INT8_REGION_BEGIN \
+    BRIGADE_AMX_INT8_GCC_WARNINGS_OFF \
+    HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi,amx-tile,amx-int8")
+#define BRIGADE_AMX_INT8_REGION_END HWY_POP_ATTRIBUTES BRIGADE_AMX_INT8_GCC_WARNINGS_ON
+// clang-format on
 
 namespace brigade::model::cpu {
 

@@ -304,8 +304,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                 tuning_.amx_prefetch_next_block,
                                 digits,
                                 tuning_.amx_pair_groups,
-                                tuning_.amx_pair_nibbles,
-                                tuning_.amx_transpose_rows};
+                                tuning_.amx_pair_nibbles};
         return in;
     }
     // A batch of decode steps on 4-bit weights where the tiles did not take it, with AVX-512

@@ -125,10 +125,6 @@ struct CpuTuning {
     // one load of a row's code bytes for the pair gives both A tiles (3 instructions a row for
     // two groups, against 2 a row for each group split apart).
     bool amx_pair_nibbles = true;
-    // Wide blocks and two-digit narrow ones of 5-8 tokens take each token's 16 rows out of the
-    // accumulators by a 16 x 16 register transpose; false: by gathers from a stored copy (the
-    // same floats).
-    bool amx_transpose_rows = true;
     // BF16 weights from this many tokens: at 8 the f32 kernels, near the bandwidth bound there,
     // were ahead for Qwen2.5-0.5B (lent Xeon, run 44: 430 against 367 tok/s).
     std::int64_t amx_bf16_min_tokens = 12;

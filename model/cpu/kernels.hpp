@@ -199,9 +199,6 @@ struct AmxActivations {
     int digits = 4;             // as prepared: 4 or 2
     bool pair_groups = false;   // as prepared (AmxBuffers::pair_groups)
     bool pair_nibbles = false;  // as prepared (AmxBuffers::pair_nibbles)
-    // Each token's 16 rows out of the accumulators by a register transpose rather than gathers
-    // (CpuTuning::amx_transpose_rows); the same floats.
-    bool transpose_rows = true;
 };
 // Whether this process may use AMX-INT8 tiles (asks Linux for them once).
 bool amx_available();

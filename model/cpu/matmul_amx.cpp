@@ -108,13 +108,7 @@ std::int64_t amx_row_scratch_floats(const WeightMatrix& w) {
     return 2 * kTileRows * (w.cols / w.group_size);
 }
 
-// GCC 12's AVX-512 intrinsics: see matmul_split_int8.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi,amx-tile,amx-int8")
+BRIGADE_AMX_INT8_REGION_BEGIN
 namespace {
 
 // Tiles 0-3: the digits' sums C_k (16 rows x 16 tokens of int32); 4 and 5: the codes of a
@@ -362,19 +356,6 @@ HWY_INLINE void fold_group(const std::int32_t* c, __m512 unit_g, __m512 sum_g, c
     }
 }
 
-// The same for a narrow block: C[m] lane D·t + k is S_k of token t, and `unit_g` carries each
-// lane's digit weight, `sum_g` the tokens' sums in lanes D·t.
-HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 sum_g,
-                                  const float* scale, const float* bias, std::int64_t stride,
-                                  __m512* acc) {
-#pragma GCC unroll 16
-    for (int m = 0; m < kTileRows; ++m) {
-        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + m * 16)), unit_g);
-        acc[m] = _mm512_fmadd_ps(v, _mm512_set1_ps(scale[m * stride]), acc[m]);
-        acc[m] = _mm512_fmadd_ps(sum_g, _mm512_set1_ps(bias[m * stride]), acc[m]);
-    }
-}
-
 // p[0], p[1], p[0], p[1], ... (a function: a lambda would not take this region's target
 // attributes).
 HWY_INLINE __m512 broadcast_pair(const float* p) {
@@ -382,17 +363,23 @@ HWY_INLINE __m512 broadcast_pair(const float* p) {
     std::memcpy(&two, p, sizeof two);
     return _mm512_castpd_ps(_mm512_set1_pd(two));
 }
-// The same for groups g and g + 1 of a paired narrow block (Layout): C[m]'s even lanes are
-// group g's, its odd ones group g + 1's, as are those of unit_g and sum_g; one 64-bit broadcast
-// gives each lane its group's scale (bias). ~4 instructions per row for two groups.
-HWY_INLINE void fold_group_pair(const std::int32_t* c, __m512 unit_g, __m512 sum_g,
-                                const float* scale, const float* bias, std::int64_t stride,
-                                __m512* acc) {
+
+// The same for a narrow block: C[m] lane D·t + k is S_k of token t, and `unit_g` carries each
+// lane's digit weight, `sum_g` the tokens' sums in lanes D·t. kPair: a paired block (Layout),
+// C[m]'s even lanes group g's and its odd ones group g + 1's, as are those of unit_g and sum_g;
+// one 64-bit broadcast gives each lane its group's scale (bias): ~4 instructions per row for two
+// groups.
+template <bool kPair>
+HWY_INLINE void fold_group_narrow(const std::int32_t* c, __m512 unit_g, __m512 sum_g,
+                                  const float* scale, const float* bias, std::int64_t stride,
+                                  __m512* acc) {
 #pragma GCC unroll 16
     for (int m = 0; m < kTileRows; ++m) {
+        const float* s = scale + m * stride;
+        const float* b = bias + m * stride;
         const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + m * 16)), unit_g);
-        acc[m] = _mm512_fmadd_ps(v, broadcast_pair(scale + m * stride), acc[m]);
-        acc[m] = _mm512_fmadd_ps(sum_g, broadcast_pair(bias + m * stride), acc[m]);
+        acc[m] = _mm512_fmadd_ps(v, kPair ? broadcast_pair(s) : _mm512_set1_ps(*s), acc[m]);
+        acc[m] = _mm512_fmadd_ps(sum_g, kPair ? broadcast_pair(b) : _mm512_set1_ps(*b), acc[m]);
     }
 }
 
@@ -455,13 +442,13 @@ HWY_INLINE void row_block_tokens(const RowBlock& rb, const std::uint8_t* codes,
         const __m512 unit_g = _mm512_loadu_ps(unit + g * 16);
         const __m512 sum_g = _mm512_loadu_ps(sum + g * 16);
         if constexpr (kPaired) {
-            fold_group_pair(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
+            fold_group_narrow<true>(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
         } else if constexpr (kNarrow) {
-            fold_group_narrow(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
+            fold_group_narrow<false>(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
             if constexpr (kBlocks == 2) {
-                fold_group_narrow(sums + 256, _mm512_loadu_ps(unit + lane_stride + g * 16),
-                                  _mm512_loadu_ps(sum + lane_stride + g * 16), rb.scale + g,
-                                  rb.bias + g, n_groups, acc + kTileRows);
+                fold_group_narrow<false>(sums + 256, _mm512_loadu_ps(unit + lane_stride + g * 16),
+                                         _mm512_loadu_ps(sum + lane_stride + g * 16), rb.scale + g,
+                                         rb.bias + g, n_groups, acc + kTileRows);
             }
         } else {
             fold_group<D>(sums, unit_g, sum_g, rb.scale + g, rb.bias + g, n_groups, acc);
@@ -681,13 +668,11 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
             } else {
                 row_block_tokens<D, true, 1>(rb, codes, row_bytes, tb, acc);
             }
-            // Each token's 16 rows leave as one vector. Blocks of 4 tokens x 4 lanes (four
-            // digits, or two digits x two groups where paired) are summed and transposed in
-            // registers (token_rows_4x4). Otherwise a narrow block's 2 digit lanes of a token
-            // are summed in its first lane, then a gather takes lane t (wide) or 2·t (narrow)
-            // of the 16 rows. Row by row and token by token, this was 13-20% of a 4-token
-            // matmul here; the gathers, a further 13% of a paired block on the lent Xeon
-            // (run 130, one thread).
+            // Each token's 16 rows leave as one vector, from registers: row by row and token
+            // by token this was 13-20% of a 4-token matmul here, and gathers from a stored copy
+            // a further 13% of a paired block on the lent Xeon (run 130, one thread). Blocks of
+            // 4 tokens x 4 lanes (four digits, or two digits x two groups where paired) are
+            // summed and transposed by 4 x 4 (token_rows_4x4).
             const std::int64_t token_lanes = layout.narrow ? narrow_token_lanes(layout) : 1;
             const __mmask16 row_mask = _cvtu32_mask16((1u << rows) - 1u);
             if (token_lanes == 4) {
@@ -703,52 +688,25 @@ void gemv_rows_amx_digits(const WeightMatrix& w, const AmxActivations& xa, std::
                 }
                 continue;
             }
-            if (xa.transpose_rows) {
-                // Lane pairs summed (narrow), then a transpose: lane l of the 16 rows as one
-                // vector per lane, token t's at lanes · t. The same floats as the gathers below,
-                // which waited on the stores of `out` they read.
-                for (std::int64_t k = 0; k < taken; ++k, ++tb) {
-                    const std::int64_t first = tb * layout.block_tokens;
-                    const std::int64_t tokens = std::min(layout.block_tokens, n - first);
-                    __m512 lanes[kTileRows];
-                    for (int m = 0; m < kTileRows; ++m) {
-                        __m512 v = acc[k * kTileRows + m];
-                        if (layout.narrow) {
-                            v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
-                        }
-                        lanes[m] = v;
-                    }
-                    transpose_16x16(lanes);
-                    for (std::int64_t t = 0; t < tokens; ++t) {
-                        _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
-                                              _mm512_add_ps(lanes[token_lanes * t], row_bias));
-                    }
-                }
-                continue;
-            }
-            alignas(64) float out[2 * kTileRows][16];
-            for (int m = 0; m < taken * kTileRows; ++m) {
-                __m512 v = acc[m];
-                if (layout.narrow) {
-                    // Within each token's 2 lanes: lane 0 <- l0 + l1.
-                    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
-                }
-                _mm512_store_ps(out[m], v);
-            }
-            const __m512i row_lanes = _mm512_mullo_epi32(
-                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                _mm512_set1_epi32(16));
+            // Otherwise lane pairs summed (narrow), then a transpose: lane l of the 16 rows as
+            // one vector per lane, token t's at lanes · t (gathers of a stored copy gave the same
+            // floats and waited on its stores: 8-bit x6-x8 3-13% slower, run 138).
             for (std::int64_t k = 0; k < taken; ++k, ++tb) {
                 const std::int64_t first = tb * layout.block_tokens;
                 const std::int64_t tokens = std::min(layout.block_tokens, n - first);
-                const float* block_out = out[k * kTileRows];
+                __m512 lanes[kTileRows];
+                for (int m = 0; m < kTileRows; ++m) {
+                    __m512 v = acc[k * kTileRows + m];
+                    if (layout.narrow) {
+                        // Within each token's 2 lanes: lane 0 <- l0 + l1.
+                        v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(3, 3, 3, 1)));
+                    }
+                    lanes[m] = v;
+                }
+                transpose_16x16(lanes);
                 for (std::int64_t t = 0; t < tokens; ++t) {
-                    const __m512i index = _mm512_add_epi32(
-                        row_lanes, _mm512_set1_epi32(static_cast<int>(token_lanes * t)));
-                    const __m512 value = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), row_mask,
-                                                                  index, block_out, 4);
                     _mm512_mask_storeu_ps(y + (first + t) * ldy + r0, row_mask,
-                                          _mm512_add_ps(value, row_bias));
+                                          _mm512_add_ps(lanes[token_lanes * t], row_bias));
                 }
             }
         }
@@ -769,10 +727,7 @@ void gemv_rows_amx(const WeightMatrix& w, const AmxActivations& xa, std::int64_t
     }
 }
 
-HWY_POP_ATTRIBUTES
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+BRIGADE_AMX_INT8_REGION_END
 
 #else  // !BRIGADE_INT8_X86
 

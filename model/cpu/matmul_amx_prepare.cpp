@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "model/cpu/amx_layout.hpp"
+#include "model/cpu/amx_tiles.hpp"  // BRIGADE_AMX_INT8_REGION_BEGIN
 #include "model/cpu/kernels.hpp"
 #include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86
 #include "model/cpu/matmul_split_int8.hpp"
@@ -42,13 +43,7 @@ std::int64_t amx_staging_bytes(const WeightMatrix& w, std::int64_t n, int digits
     return n * split_int8::token_bytes(w, plan_of(digits));
 }
 
-// GCC 12's AVX-512 intrinsics: see matmul_split_int8.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi,amx-tile,amx-int8")
+BRIGADE_AMX_INT8_REGION_BEGIN
 namespace {
 
 // Byte j of the interleave: even run j / 2 (j even), odd run j / 2 (j odd; index 64 on).
@@ -176,10 +171,7 @@ void prepare_amx_activations(const WeightMatrix& w, const float* x, std::int64_t
     for (std::int64_t g = group_begin; g < group_end; ++g) prepare_group(w, x, n, g, buf);
 }
 
-HWY_POP_ATTRIBUTES
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+BRIGADE_AMX_INT8_REGION_END
 
 #else  // !BRIGADE_INT8_X86
 
