@@ -114,8 +114,8 @@ void hold_kernels_to_isa(const std::string& isa, Tuning& tuning) {
 #endif
     tuning.amx = false;
     if (isa == "avx2-vnni") tuning.split_int8_variant = model::cpu::SplitInt8Variant::kAvxVnni;
-    // No split-int8 kernel without VNNI: 4-bit weights take the f32 kernels.
-    if (isa == "avx2") tuning.split_int8_activations = false;
+    // Without VNNI the split-int8 kernel takes vpmaddubsw + vpmaddwd.
+    if (isa == "avx2") tuning.split_int8_variant = model::cpu::SplitInt8Variant::kAvx2;
 }
 
 }  // namespace brigade::bench

@@ -126,6 +126,8 @@ struct SplitInt8Activations {
 // Instruction sets of the split-int8 kernels, picked at run time (tests and benches force each).
 enum class SplitInt8Variant : int {
     kAuto,        // the best this machine runs
+    kAvx2,        // AVX2 alone, vpmaddubsw + vpmaddwd for vpdpbusd: 32 code bytes a step
+                  // (Haswell to Comet Lake, AMD Zen 1-3)
     kAvxVnni,     // AVX2 + AVX-VNNI: 32 code bytes a step (Alder Lake and later client cores)
     kAvx512Vnni,  // AVX-512 VNNI: 64 code bytes a step
     kNeonDot,     // 64-bit Arm sdot: 16 code bytes a step (compiled with __ARM_FEATURE_DOTPROD)

@@ -475,6 +475,8 @@ namespace {
 bool variant_runs_here(SplitInt8Variant v) {
     switch (v) {
 #if BRIGADE_INT8_X86
+        case SplitInt8Variant::kAvx2:
+            return int8_detail::cpu_has_avx2();
         case SplitInt8Variant::kAvxVnni:
             return int8_detail::cpu_has_avx_vnni();
         case SplitInt8Variant::kAvx512Vnni:
@@ -493,6 +495,8 @@ bool variant_runs_here(SplitInt8Variant v) {
 
 const char* split_int8_variant_name(SplitInt8Variant variant) {
     switch (variant) {
+        case SplitInt8Variant::kAvx2:
+            return "avx2";
         case SplitInt8Variant::kAvxVnni:
             return "avx-vnni";
         case SplitInt8Variant::kAvx512Vnni:
@@ -506,9 +510,9 @@ const char* split_int8_variant_name(SplitInt8Variant variant) {
 
 std::vector<SplitInt8Variant> split_int8_variants_available() {
     std::vector<SplitInt8Variant> out;
-    // Best last: 64 code bytes a step beat 32.
-    for (auto v :
-         {SplitInt8Variant::kNeonDot, SplitInt8Variant::kAvxVnni, SplitInt8Variant::kAvx512Vnni}) {
+    // Best last: 64 code bytes a step beat 32, and one instruction per dot product two.
+    for (auto v : {SplitInt8Variant::kNeonDot, SplitInt8Variant::kAvx2, SplitInt8Variant::kAvxVnni,
+                   SplitInt8Variant::kAvx512Vnni}) {
         if (variant_runs_here(v)) out.push_back(v);
     }
     return out;
@@ -558,8 +562,12 @@ void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
     (void)variant;
     split_int8::gemv_neon_dot(w, xa, row_begin, row_end, bias, y);
 #else
-    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
+    const SplitInt8Variant resolved = split_int8_resolve_variant(variant);
+    if (resolved == SplitInt8Variant::kAvx512Vnni) {
         return split_int8::gemv_avx512(w, xa, row_begin, row_end, bias, y);
+    }
+    if (resolved == SplitInt8Variant::kAvx2) {
+        return split_int8::gemv_avx2(w, xa, row_begin, row_end, bias, y);
     }
     split_int8::gemv_avx_vnni(w, xa, row_begin, row_end, bias, y);
 #endif

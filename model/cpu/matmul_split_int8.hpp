@@ -126,10 +126,13 @@ void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
 void gemv_avx512_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
                                int count, std::int64_t row_begin, std::int64_t row_end,
                                const WeightVector* bias, float* const* ys);
-// AVX2 + AVX-VNNI: 32 code bytes a step. The AVX2 quantizer gives the AVX-512 one's digits bit
-// for bit (the same f32 operations), its sums in another order.
+// 256 bits, 32 code bytes a step (matmul_split_int8_avx2.cpp). The AVX2 quantizer gives the
+// AVX-512 one's digits bit for bit (the same f32 operations), its sums in another order. The
+// AVX2 kernel's sums are the AVX-VNNI one's exactly, so their floats are the same.
 void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum);
+void gemv_avx2(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
+               std::int64_t row_end, const WeightVector* bias, float* y);
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y);
 #endif

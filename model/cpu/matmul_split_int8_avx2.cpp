@@ -1,12 +1,20 @@
 // The split-int8 decode GEMV (see matmul_split_int8.cpp for the why, the digits and the layout)
-// for CPUs with AVX2 and AVX-VNNI but no AVX-512: Alder Lake and later client cores, the
-// laptops and desktops of a home lab. Same digits and sums, 32 code bytes (half a chunk, 64
-// elements) a step: the low 32 bytes of each of a chunk's 64-byte digit rows meet them, then
-// the high 32. A half-chunk is one group of 64, half a group of 128 or two groups of 32, so
-// only groups of 32 need a permute of the factors.
+// at 256 bits, for CPUs without AVX-512: with AVX-VNNI (Alder Lake and later client cores) and
+// with AVX2 alone (Haswell to Comet Lake, so the Intel Macs of a home lab, and AMD Zen 1-3).
+// Same digits and sums, 32 code bytes (half a chunk, 64 elements) a step: the low 32 bytes of
+// each of a chunk's 64-byte digit rows meet them, then the high 32. A half-chunk is one group
+// of 64, half a group of 128 or two groups of 32, so only groups of 32 need a permute of the
+// factors.
 //
-// With 16 vector registers the digits are not kept in registers: vpdpbusd reads them from
-// memory (L1), 4 loads per row and half-chunk.
+// With 16 vector registers the digits are not kept in registers: the dot products read them
+// from memory (L1), 4 loads per row and half-chunk.
+//
+// Without VNNI each pair of vpdpbusd (a nibble's codes against one digit's even elements, the
+// other nibble's against its odd ones) is two vpmaddubsw, one vpaddw and one vpmaddwd: the
+// codes are at most 15 and the digits at most 128 in magnitude, so no i16 pair sum (<= 3840)
+// or their sum (<= 7680) saturates, and the i32 sums are vpdpbusd's exactly. Session 24 had
+// counted three instructions per vpdpbusd and judged this slower than the f32 kernel; summing
+// the two nibbles in i16 first makes it two.
 //
 // Also the AVX2 quantizer: the digits of the AVX-512 one bit for bit (the same f32 operations
 // on each element), the f32 group sums in another order.
@@ -23,9 +31,9 @@
 #include <hwy/base.h>  // HWY_PUSH_ATTRIBUTES
 #include <immintrin.h>
 
-HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avxvnni")
-namespace brigade::model::cpu::split_int8 {
-namespace {
+// ---- Shared by both kernels, and the quantizer: AVX2 only ---------------------------------
+HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c")
+namespace brigade::model::cpu::split_int8::avx2_detail {
 
 inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -102,115 +110,64 @@ inline __m256 load_affine8(DType dtype, const void* base, std::int64_t index) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-inline __m256i load32(const std::int8_t* p) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}  // namespace brigade::model::cpu::split_int8::avx2_detail
+HWY_POP_ATTRIBUTES
+
+// ---- AVX2 alone: vpmaddubsw + vpmaddwd ------------------------------------------------------
+HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c")
+namespace brigade::model::cpu::split_int8::avx2_plain {
+using namespace avx2_detail;
+
+inline __m256i dot_nibbles(__m256i lo, __m256i hi, const std::int8_t* d_lo,
+                           const std::int8_t* d_hi) {
+    const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_lo));
+    const __m256i d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_hi));
+    const __m256i pairs =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, d0), _mm256_maddubs_epi16(hi, d1));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// A = S0 · 2^7 + S1 for 32 code bytes (their low and high nibbles); `d`:
-// the digits at the half-chunk's offset within its chunk (digit k even at d + 128k, odd at
-// d + 128k + 64).
-inline __m256i half_chunk_sum(__m256i lo, __m256i hi, const std::int8_t* d) {
-    const __m256i zero = _mm256_setzero_si256();
-    __m256i a = _mm256_dpbusd_avx_epi32(zero, lo, load32(d));
-    __m256i b = _mm256_dpbusd_avx_epi32(zero, lo, load32(d + 128));
-    a = _mm256_dpbusd_avx_epi32(a, hi, load32(d + 64));
-    b = _mm256_dpbusd_avx_epi32(b, hi, load32(d + 192));
-    return _mm256_add_epi32(_mm256_slli_epi32(a, kPosition[1] - kPosition[0]), b);
+#include "model/cpu/matmul_split_int8_avx2-inl.hpp"
+
+}  // namespace brigade::model::cpu::split_int8::avx2_plain
+HWY_POP_ATTRIBUTES
+
+// ---- AVX-VNNI: vpdpbusd -----------------------------------------------------------------------
+HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avxvnni")
+namespace brigade::model::cpu::split_int8::avx_vnni {
+using namespace avx2_detail;
+
+inline __m256i dot_nibbles(__m256i lo, __m256i hi, const std::int8_t* d_lo,
+                           const std::int8_t* d_hi) {
+    const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_lo));
+    const __m256i d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_hi));
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, d0), hi, d1);
 }
 
-// out[i] = row r0 + i · x for R rows, without the rows' additive bias. G32: groups of 32 (two
-// per half-chunk: lanes 0-3 and 4-7 take their factors through a permute).
-template <int R, bool G32>
-HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
-    const WeightMatrix& w = m.w;
-    const std::int64_t n_groups = m.n_groups;
-    const std::int64_t row_bytes = w.row_bytes();
-    const std::int64_t halves = row_bytes / 32;  // full half-chunks
-    const bool tail16 = row_bytes % 32 != 0;     // then 16 bytes more (rows of 32k + 16)
-    const __m256i tail_mask = _mm256_setr_epi32(-1, -1, -1, -1, 0, 0, 0, 0);
-    const auto* base = static_cast<const std::uint8_t*>(w.data);
-    const std::uint8_t* codes[R];
-    for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
-    const __m256i nibble = _mm256_set1_epi8(0x0F);
-    const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    __m256 f[R];  // each row's sum, the bias terms included
-    for (int i = 0; i < R; ++i) f[i] = _mm256_setzero_ps();
-    // scale · unit per row and group of the pass, then zeros (a short last half-chunk of
-    // groups of 32 picks a factor past the last group for its missing elements).
-    alignas(32) float factor[R][kFactorGroups + 8];
-    TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes, m.xa.next_tile_prefetch_row_bytes);
-    for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
-        const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
-        for (int i = 0; i < R; ++i) {
-            const std::int64_t at = (r0 + i) * n_groups + g0;
-            std::int64_t g = 0;
-            for (; g + 8 <= count; g += 8) {
-                const __m256 scale = load_affine8(w.scale_dtype, w.scales, at + g);
-                const __m256 bias = load_affine8(w.scale_dtype, w.biases, at + g);
-                _mm256_store_ps(factor[i] + g,
-                                _mm256_mul_ps(scale, _mm256_loadu_ps(m.xa.unit + g0 + g)));
-                f[i] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(m.xa.sum + g0 + g), f[i]);
-            }
-            float bias_tail = 0.0f;
-            for (; g < count; ++g) {
-                factor[i][g] = load_scalar(w.scale_dtype, w.scales, at + g) * m.xa.unit[g0 + g];
-                bias_tail += load_scalar(w.scale_dtype, w.biases, at + g) * m.xa.sum[g0 + g];
-            }
-            f[i] = _mm256_add_ps(f[i], _mm256_setr_ps(bias_tail, 0, 0, 0, 0, 0, 0, 0));
-            _mm_storeu_ps(factor[i] + count, _mm_setzero_ps());
-        }
-        // Half-chunks [h_begin, h_end) of the pass: 64 elements each.
-        const std::int64_t h_begin = (g0 << m.group_shift) / 64;
-        const std::int64_t h_end =
-            std::min(halves + (tail16 ? 1 : 0), (((g0 + count) << m.group_shift) + 63) / 64);
-        for (std::int64_t h = h_begin; h < h_end; ++h) {
-            const std::int64_t first_group = ((h * 64) >> m.group_shift) - g0;
-            const std::int8_t* d =
-                m.xa.digits + (h / 2) * kChunkDigitBytes + (h % 2) * 32;  // this half's digits
-            prefetch.ahead_of(codes, h * 32);
-            for (int i = 0; i < R; ++i) {
-                const std::uint8_t* p = codes[i] + h * 32;
-                const __m256i v =
-                    h < halves ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
-                               : _mm256_maskload_epi32(reinterpret_cast<const int*>(p), tail_mask);
-                const __m256i lo = _mm256_and_si256(v, nibble);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-                const float* fac = factor[i] + first_group;
-                const __m256 scale = G32 ? _mm256_permutevar8x32_ps(_mm256_loadu_ps(fac), pair)
-                                         : _mm256_broadcast_ss(fac);
-                f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(half_chunk_sum(lo, hi, d)), scale, f[i]);
-            }
-        }
-    }
-    for (int i = 0; i < R; ++i) out[i] = hsum(f[i]);
-}
+#include "model/cpu/matmul_split_int8_avx2-inl.hpp"
 
-}  // namespace
+}  // namespace brigade::model::cpu::split_int8::avx_vnni
+HWY_POP_ATTRIBUTES
 
+namespace brigade::model::cpu::split_int8 {
+
+HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c")
 void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
-    split_groups(plan, w, x, begin, end, digits, unit, sum);
+    avx2_detail::split_groups(plan, w, x, begin, end, digits, unit, sum);
+}
+HWY_POP_ATTRIBUTES
+
+void gemv_avx2(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
+               std::int64_t row_end, const WeightVector* bias, float* y) {
+    avx2_plain::gemv(w, xa, row_begin, row_end, bias, y);
 }
 
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y) {
-    const Tile m{w, xa, w.cols / w.group_size, group_shift(w)};
-    // The lambdas only call the tiles (no vector code of their own), so the target region need
-    // not reach them.
-    if (w.group_size == 32) {
-        for_each_row_tile(row_begin, row_end, bias, y,
-                          [&](std::int64_t r, std::int64_t n, float* out) {
-                              n == 4 ? dot_tile<4, true>(m, r, out) : dot_tile<1, true>(m, r, out);
-                          });
-    } else {
-        for_each_row_tile(
-            row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float* out) {
-                n == 4 ? dot_tile<4, false>(m, r, out) : dot_tile<1, false>(m, r, out);
-            });
-    }
+    avx_vnni::gemv(w, xa, row_begin, row_end, bias, y);
 }
 
 }  // namespace brigade::model::cpu::split_int8
-HWY_POP_ATTRIBUTES
 
 #endif  // BRIGADE_INT8_X86

@@ -261,12 +261,12 @@ CpuTuning split_int8_tuning(SplitInt8Variant variant) {
     return tuning;
 }
 
-// Split-int8 activations, each instruction set this CPU runs (AVX-512 VNNI, AVX-VNNI): every
+// Split-int8 activations, each instruction set this CPU runs (AVX-512 VNNI, AVX-VNNI, AVX2): every
 // format the kernel takes (4-bit, one and two tokens), partial chunks (rows of 96, 160 and 352
 // columns), 1-3 threads; the other formats and n > 2 take the f32 kernels or AMX tiles.
 TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
     if (split_int8_variants_available().empty())
-        GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
+        GTEST_SKIP() << "this CPU has no split-int8 kernel (AVX2 or Arm dot products)";
     for (SplitInt8Variant variant : split_int8_variants_available()) {
         const CpuTuning tuning = split_int8_tuning(variant);
         for (int threads : {1, 2, 3}) {
@@ -296,7 +296,7 @@ TEST(CpuMatmul, DecodeKernelsSplitInt8AllFormatsAndThreadCounts) {
 // group size and kernel variant.
 TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
     if (split_int8_variants_available().empty())
-        GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel";
+        GTEST_SKIP() << "this CPU has no split-int8 kernel (AVX2 or Arm dot products)";
     for (SplitInt8Variant variant : split_int8_variants_available()) {
         CpuTuning tuning = split_int8_tuning(variant);
         tuning.split_int8_max_tokens = 2;

@@ -3,7 +3,7 @@
 // read back through the layout the file documents, and the kernels on zero, extreme and
 // non-finite groups. Their products against the reference on every format are in
 // cpu_matmul_test.cpp (DecodeKernelsSplitInt8AllFormatsAndThreadCounts). These tests need
-// AVX-512 VNNI or AVX-VNNI and skip, saying so, without either.
+// AVX2 (x86) or the dot-product extension (Arm) and skip, saying so, without either.
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -24,7 +24,7 @@ namespace {
 
 #define SKIP_WITHOUT_VNNI()                      \
     if (split_int8_variants_available().empty()) \
-    GTEST_SKIP() << "this CPU has neither AVX-512 VNNI nor AVX-VNNI: no split-int8 kernel"
+    GTEST_SKIP() << "this CPU has no split-int8 kernel (AVX2 or Arm dot products)"
 
 constexpr const split_int8::DigitPlan& kPlan = split_int8::kGemvDigits;
 
@@ -235,6 +235,53 @@ TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
             CpuBackend cpu(BackendOptions{2}, tuning);
             cpu.matmul(w.view, x.data(), 1, y.data());
             expect_relative(y, expect, variant, group);
+        }
+    }
+}
+
+// The largest sums the kernels meet: every code 15 against activations that are each their
+// group's largest in magnitude (d0 = +-127, no remainder), so a dot product's pairs reach 15 x
+// 127 x 2 and the AVX2 kernel's i16 sum of two such pairs 7620, all of one sign within a group.
+// A kernel that saturated in i16 would be off by far more than the f32 tolerance. Where the CPU
+// has AVX-VNNI too, the AVX2 kernel (vpmaddubsw + vpmaddwd) gives its floats bit for bit, on
+// these rows and on random ones.
+TEST(SplitInt8, FullCodesAndDigitsSumExactlyAndTheAvx2KernelMatchesAvxVnni) {
+    SKIP_WITHOUT_VNNI();
+    auto ref = make_backend(BackendKind::kReference).value();
+    const std::int64_t rows = 7, cols = 352;
+    const auto variants = split_int8_variants_available();
+    for (int group : {32, 64, 128}) {
+        if (cols % group != 0) continue;
+        auto full = test::make_quant_weight(4, group, DType::kBF16, rows, cols, 17, 1);
+        auto* codes = static_cast<std::uint8_t*>(const_cast<void*>(full.view.data));
+        std::fill(codes, codes + rows * cols / 2, std::uint8_t{0xFF});
+        std::vector<float> x(static_cast<std::size_t>(cols));
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const std::int64_t g = c / group;
+            x[c] = (g % 2 == 0 ? 1.0f : -1.0f) * std::pow(10.0f, static_cast<float>(g % 5) - 2.0f);
+        }
+        const auto random = test::make_quant_weight(4, group, DType::kBF16, rows, cols, 19, 1);
+        const auto xr = test::random_floats(static_cast<std::size_t>(cols), 23);
+        std::vector<float> expect(rows), y(rows), avx2_full, avx2_random;
+        ref->matmul(full.view, x.data(), 1, expect.data());
+        for (SplitInt8Variant variant : variants) {
+            CpuTuning tuning;
+            tuning.int16_activations = false;
+            tuning.split_int8_variant = variant;
+            CpuBackend cpu(BackendOptions{2}, tuning);
+            cpu.matmul(full.view, x.data(), 1, y.data());
+            expect_relative(y, expect, variant, group);
+            std::vector<float> yr(rows);
+            cpu.matmul(random.view, xr.data(), 1, yr.data());
+            if (variant == SplitInt8Variant::kAvx2) {
+                avx2_full = y;
+                avx2_random = yr;
+            } else if (variant == SplitInt8Variant::kAvxVnni && !avx2_full.empty()) {
+                EXPECT_EQ(std::memcmp(y.data(), avx2_full.data(), rows * sizeof(float)), 0)
+                    << "group=" << group;
+                EXPECT_EQ(std::memcmp(yr.data(), avx2_random.data(), rows * sizeof(float)), 0)
+                    << "group=" << group;
+            }
         }
     }
 }
