@@ -29,9 +29,9 @@
 // --isa: hold the CPU kernels to a smaller x86 instruction set, so that one many-core machine
 // stands in for others (same cores and memory, narrower kernels): avx512 = AVX-512 without AMX
 // (Zen 4, Ice Lake, Cascade Lake); avx2-vnni = Highway's AVX2 target with split-int8 at AVX-VNNI
-// (Alder Lake and later client cores); avx2 = Highway's AVX2 target, f32 kernels for quantized
-// weights (Zen 2/3, Haswell to Comet Lake). OpenBLAS (prompts) picks its own kernels: set
-// OPENBLAS_CORETYPE=Haswell as well to hold it to AVX2.
+// (Alder Lake and later client cores); avx2 = Highway's AVX2 target, split-int8 through
+// vpmaddubsw + vpmaddwd (Zen 2/3, Haswell to Comet Lake). OpenBLAS (prompts) picks its own kernels:
+// set OPENBLAS_CORETYPE=Haswell as well to hold it to AVX2.
 // --ab KNOB: after the one-sequence decode, decode as many steps again alternating (A, B, B, A,
 // ...) between the CPU backend as configured (A) and with one CpuTuning knob changed (B), and
 // print both speeds; the same after each batch of --batches, for each of --prompts and after each
@@ -69,7 +69,7 @@
 // weights with activations rounded to int16 per group (BackendOptions::cpu_int16_activations)
 // or to int8 (1-4 tokens, cpu_int8_activations); formats are reported as "q4+int16", "q8+int8".
 // --activations f32: the f32 decode kernels where the default would split activations into
-// int8 digits (cpu_split_int8_activations; 4-bit, AVX-512 VNNI or AVX-VNNI; 8-bit with AVX-512),
+// int8 digits (cpu_split_int8_activations; 4-bit with AVX2 or Arm sdot; 8-bit with AVX-512),
 // reported as "q4+f32". The default ("default") is what serving uses.
 //
 // Checkpoints are written once into DIR (default: a fresh temp dir, removed at exit unless

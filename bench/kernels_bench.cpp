@@ -9,7 +9,7 @@
 //                           that one thread, or every thread, has just written)
 //   decode matmul (n = 1)   weight bytes read per second, vs that bandwidth   -> GB/s, ratio
 //                           (quantized: what serving uses, split-int8 activations for 4-bit
-//                           on AVX-512 VNNI or AVX-VNNI, else the grouped f32 kernel; the
+//                           with AVX2 or Arm sdot, else the grouped f32 kernel; the
 //                           grouped f32 kernel (" [f32]"), split-int8 in each instruction set
 //                           this CPU runs (" [split ...]"), the plain
 //                           fused kernel, the opt-in int16-activation kernel and the opt-in
@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
     using brigade::model::cpu::CpuBackend;
     using brigade::model::cpu::CpuTuning;
     // Kernel variants of quantized decode. "serving" is what make_backend gives: split-int8
-    // activations (4-bit) where the CPU has AVX-512 VNNI or AVX-VNNI, else "grouped", the f32
+    // activations (4-bit) where the CPU has AVX2 or Arm sdot, else "grouped", the f32
     // kernels (labelled " [f32]"), from which the other variants below are derived.
     CpuTuning serving;
     serving.int16_activations = false;

@@ -241,7 +241,7 @@ struct BackendOptions {
     // follow the f32 ones for 24-38% of their tokens before they diverge. Prompts (more than 4
     // tokens per matmul) are not affected. Opt in for speed where that is acceptable.
     bool cpu_int8_activations = false;
-    // kCpu, where the CPU has AVX-512 VNNI, AVX-VNNI or Arm sdot: one- and two-token decode
+    // kCpu, where the CPU has AVX2 (VNNI or not) or Arm sdot: one- and two-token decode
     // matmuls on MLX 4-bit weights (8-bit too with AVX-512 VNNI) split each activation into two
     // int8 digits, within
     // 3.1e-5 · max|x_g| of it, and use integer dot products (model/cpu/matmul_split_int8.cpp

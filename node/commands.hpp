@@ -13,8 +13,8 @@ namespace brigade::node {
 // Help of --f32-activations (run, serve, perplexity).
 inline constexpr const char* kF32ActivationsHelp =
     "One- and two-token decode on 4-bit (and, with AVX-512 VNNI, 8-bit) MLX weights with f32 "
-    "activations instead of the default two int8 digits (AVX-512 VNNI / AVX-VNNI / Arm sdot "
-    "CPUs; within 3.1e-5 of each group's largest activation): slower, for comparison";
+    "activations instead of the default two int8 digits (x86 CPUs with AVX2, Arm with sdot; "
+    " within 3.1e-5 of each group's largest activation): slower, for comparison";
 
 // Help of --no-amx (run, serve, perplexity).
 inline constexpr const char* kNoAmxHelp =

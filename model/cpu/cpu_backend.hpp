@@ -48,8 +48,8 @@ struct CpuTuning {
     bool int8_activations = false;
     // Which instruction set the int8 path uses (tests and benches force each; kAuto = best).
     Int8Variant int8_variant = Int8Variant::kAuto;
-    // Otherwise, on AVX-512 VNNI, AVX-VNNI or Arm with sdot, 4-bit weights (and 8-bit ones with
-    // AVX-512) at decode of one or two tokens split each activation into two int8 digits
+    // Otherwise, on x86 with AVX2 (VNNI or not) or Arm with sdot, 4-bit weights (and 8-bit ones
+    // with AVX-512) at decode of one or two tokens split each activation into two int8 digits
     // (matmul_split_int8.cpp; within 3.1e-5 · max|x_g| of x) and use integer dot products.
     // false: the f32 kernels.
     bool split_int8_activations = true;

@@ -1,6 +1,6 @@
 #pragma once
 // Internals of the split-int8 decode GEMV shared by matmul_split_int8.cpp (the why, the layout,
-// selection, AVX-512 VNNI), matmul_split_int8_avx2.cpp (AVX-VNNI, 256-bit) and
+// selection, AVX-512 VNNI), matmul_split_int8_avx2.cpp (AVX-VNNI and AVX2, 256-bit) and
 // matmul_split_int8_neon.cpp (Arm sdot). The public entry
 // points are in kernels.hpp.
 
