@@ -578,8 +578,15 @@ void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
                                std::int64_t row_begin, std::int64_t row_end,
                                const WeightVector* bias, float* y0, float* y1) {
 #if BRIGADE_INT8_X86
-    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni) {
-        return split_int8::gemv_avx512_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
+    switch (split_int8_resolve_variant(variant)) {
+        case SplitInt8Variant::kAvx512Vnni:
+            return split_int8::gemv_avx512_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
+        case SplitInt8Variant::kAvxVnni:
+            return split_int8::gemv_avx_vnni_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
+        case SplitInt8Variant::kAvx2:
+            return split_int8::gemv_avx2_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
+        default:
+            break;
     }
 #endif
     gemv_rows_split_int8(variant, w, x0, row_begin, row_end, bias, y0);

@@ -135,6 +135,13 @@ void gemv_avx2(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64
                std::int64_t row_end, const WeightVector* bias, float* y);
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y);
+// Two tokens, each row's codes split into nibbles once for both (the bits each gets alone).
+void gemv_avx2_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                   const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                   const WeightVector* bias, float* y0, float* y1);
+void gemv_avx_vnni_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                       const WeightVector* bias, float* y0, float* y1);
 #endif
 #if BRIGADE_INT8_NEON_DOT
 // 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer does

@@ -14,10 +14,13 @@ inline __m256i half_chunk_sum(__m256i lo, __m256i hi, const std::int8_t* d) {
     return _mm256_add_epi32(_mm256_slli_epi32(a, kPosition[1] - kPosition[0]), b);
 }
 
-// out[i] = row r0 + i · x for R rows, without the rows' additive bias. G32: groups of 32 (two
-// per half-chunk: lanes 0-3 and 4-7 take their factors through a permute).
-template <int R, bool G32>
-HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
+// out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]), without the rows' additive
+// bias. G32: groups of 32 (two per half-chunk: lanes 0-3 and 4-7 take their factors through a
+// permute). Each row's codes are loaded and split into nibbles once for all T tokens; every
+// token's floats are those it gets alone (the same operations in the same order).
+template <int R, bool G32, int T>
+HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa, std::int64_t r0,
+                           float (*out)[4]) {
     const WeightMatrix& w = m.w;
     const std::int64_t n_groups = m.n_groups;
     const std::int64_t row_bytes = w.row_bytes();
@@ -29,11 +32,13 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     const __m256i pair = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    __m256 f[R];  // each row's sum, the bias terms included
-    for (int i = 0; i < R; ++i) f[i] = _mm256_setzero_ps();
-    // scale · unit per row and group of the pass, then zeros (a short last half-chunk of
-    // groups of 32 picks a factor past the last group for its missing elements).
-    alignas(32) float factor[R][kFactorGroups + 8];
+    __m256 f[T][R];  // each token's and row's sum, the bias terms included
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) f[t][i] = _mm256_setzero_ps();
+    }
+    // scale · unit per token, row and group of the pass, then zeros (a short last half-chunk
+    // of groups of 32 picks a factor past the last group for its missing elements).
+    alignas(32) float factor[T][R][kFactorGroups + 8];
     TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes, m.xa.next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
@@ -43,17 +48,22 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             for (; g + 8 <= count; g += 8) {
                 const __m256 scale = load_affine8(w.scale_dtype, w.scales, at + g);
                 const __m256 bias = load_affine8(w.scale_dtype, w.biases, at + g);
-                _mm256_store_ps(factor[i] + g,
-                                _mm256_mul_ps(scale, _mm256_loadu_ps(m.xa.unit + g0 + g)));
-                f[i] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(m.xa.sum + g0 + g), f[i]);
+                for (int t = 0; t < T; ++t) {
+                    _mm256_store_ps(factor[t][i] + g,
+                                    _mm256_mul_ps(scale, _mm256_loadu_ps(xa[t]->unit + g0 + g)));
+                    f[t][i] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(xa[t]->sum + g0 + g), f[t][i]);
+                }
             }
-            float bias_tail = 0.0f;
-            for (; g < count; ++g) {
-                factor[i][g] = load_scalar(w.scale_dtype, w.scales, at + g) * m.xa.unit[g0 + g];
-                bias_tail += load_scalar(w.scale_dtype, w.biases, at + g) * m.xa.sum[g0 + g];
+            for (int t = 0; t < T; ++t) {
+                float bias_tail = 0.0f;
+                for (std::int64_t k = g; k < count; ++k) {
+                    factor[t][i][k] =
+                        load_scalar(w.scale_dtype, w.scales, at + k) * xa[t]->unit[g0 + k];
+                    bias_tail += load_scalar(w.scale_dtype, w.biases, at + k) * xa[t]->sum[g0 + k];
+                }
+                f[t][i] = _mm256_add_ps(f[t][i], _mm256_setr_ps(bias_tail, 0, 0, 0, 0, 0, 0, 0));
+                _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
             }
-            f[i] = _mm256_add_ps(f[i], _mm256_setr_ps(bias_tail, 0, 0, 0, 0, 0, 0, 0));
-            _mm_storeu_ps(factor[i] + count, _mm_setzero_ps());
         }
         // Half-chunks [h_begin, h_end) of the pass: 64 elements each.
         const std::int64_t h_begin = (g0 << m.group_shift) / 64;
@@ -61,8 +71,7 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             std::min(halves + (tail16 ? 1 : 0), (((g0 + count) << m.group_shift) + 63) / 64);
         for (std::int64_t h = h_begin; h < h_end; ++h) {
             const std::int64_t first_group = ((h * 64) >> m.group_shift) - g0;
-            const std::int8_t* d =
-                m.xa.digits + (h / 2) * kChunkDigitBytes + (h % 2) * 32;  // this half's digits
+            const std::int64_t d_at = (h / 2) * kChunkDigitBytes + (h % 2) * 32;  // this half's
             prefetch.ahead_of(codes, h * 32);
             for (int i = 0; i < R; ++i) {
                 const std::uint8_t* p = codes[i] + h * 32;
@@ -71,30 +80,39 @@ HWY_NOINLINE void dot_tile(const Tile& m, std::int64_t r0, float* out) {
                                : _mm256_maskload_epi32(reinterpret_cast<const int*>(p), tail_mask);
                 const __m256i lo = _mm256_and_si256(v, nibble);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-                const float* fac = factor[i] + first_group;
-                const __m256 scale = G32 ? _mm256_permutevar8x32_ps(_mm256_loadu_ps(fac), pair)
-                                         : _mm256_broadcast_ss(fac);
-                f[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(half_chunk_sum(lo, hi, d)), scale, f[i]);
+                for (int t = 0; t < T; ++t) {
+                    const float* fac = factor[t][i] + first_group;
+                    const __m256 scale = G32 ? _mm256_permutevar8x32_ps(_mm256_loadu_ps(fac), pair)
+                                             : _mm256_broadcast_ss(fac);
+                    const __m256i sums = half_chunk_sum(lo, hi, xa[t]->digits + d_at);
+                    f[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, f[t][i]);
+                }
             }
         }
     }
-    for (int i = 0; i < R; ++i) out[i] = hsum(f[i]);
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) out[t][i] = hsum(f[t][i]);
+    }
 }
 
-inline void gemv(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                 std::int64_t row_end, const WeightVector* bias, float* y) {
-    const Tile m{w, xa, w.cols / w.group_size, group_shift(w)};
+// Rows [row_begin, row_end) of T tokens' products (xa[t] -> y[t]).
+template <int T>
+void gemv_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa,
+                 std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                 float* const* y) {
+    const Tile m{w, *xa[0], w.cols / w.group_size, group_shift(w)};
     // The lambdas only call the tiles (no vector code of their own), so the target region need
     // not reach them.
     if (w.group_size == 32) {
-        for_each_row_tile(row_begin, row_end, bias, y,
-                          [&](std::int64_t r, std::int64_t n, float* out) {
-                              n == 4 ? dot_tile<4, true>(m, r, out) : dot_tile<1, true>(m, r, out);
-                          });
-    } else {
-        for_each_row_tile(
-            row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float* out) {
-                n == 4 ? dot_tile<4, false>(m, r, out) : dot_tile<1, false>(m, r, out);
+        for_each_row_tile_of_tokens<T>(
+            row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
+                n == 4 ? dot_tile<4, true, T>(m, xa, r, out) : dot_tile<1, true, T>(m, xa, r, out);
             });
+    } else {
+        for_each_row_tile_of_tokens<T>(row_begin, row_end, bias, y,
+                                       [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
+                                           n == 4 ? dot_tile<4, false, T>(m, xa, r, out)
+                                                  : dot_tile<1, false, T>(m, xa, r, out);
+                                       });
     }
 }

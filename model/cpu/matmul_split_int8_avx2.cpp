@@ -160,12 +160,30 @@ HWY_POP_ATTRIBUTES
 
 void gemv_avx2(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                std::int64_t row_end, const WeightVector* bias, float* y) {
-    avx2_plain::gemv(w, xa, row_begin, row_end, bias, y);
+    const SplitInt8Activations* xs[1] = {&xa};
+    avx2_plain::gemv_tokens<1>(w, xs, row_begin, row_end, bias, &y);
+}
+
+void gemv_avx2_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                   const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                   const WeightVector* bias, float* y0, float* y1) {
+    const SplitInt8Activations* xs[2] = {&x0, &x1};
+    float* ys[2] = {y0, y1};
+    avx2_plain::gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
 }
 
 void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y) {
-    avx_vnni::gemv(w, xa, row_begin, row_end, bias, y);
+    const SplitInt8Activations* xs[1] = {&xa};
+    avx_vnni::gemv_tokens<1>(w, xs, row_begin, row_end, bias, &y);
+}
+
+void gemv_avx_vnni_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                       const WeightVector* bias, float* y0, float* y1) {
+    const SplitInt8Activations* xs[2] = {&x0, &x1};
+    float* ys[2] = {y0, y1};
+    avx_vnni::gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
 }
 
 }  // namespace brigade::model::cpu::split_int8
