@@ -589,6 +589,11 @@ void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
             break;
     }
 #endif
+#if BRIGADE_INT8_NEON_DOT
+    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kNeonDot) {
+        return split_int8::gemv_neon_dot_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
+    }
+#endif
     gemv_rows_split_int8(variant, w, x0, row_begin, row_end, bias, y0);
     gemv_rows_split_int8(variant, w, x1, row_begin, row_end, bias, y1);
 }

@@ -150,6 +150,10 @@ void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, st
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum);
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y);
+// Two tokens, each row's codes split into nibbles once for both (the bits each gets alone).
+void gemv_neon_dot_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                       const WeightVector* bias, float* y0, float* y1);
 #endif
 
 }  // namespace brigade::model::cpu::split_int8

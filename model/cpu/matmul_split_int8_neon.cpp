@@ -101,10 +101,13 @@ inline int32x4_t step_sum(int8x16_t lo, int8x16_t hi, const int8x16_t (&d)[2 * k
     return vmlaq_n_s32(b, a, 1 << (kPosition[1] - kPosition[0]));
 }
 
-// out[i] = row r0 + i · x for R rows, without the rows' additive bias. The rows share each
-// step's digits (loaded once).
-template <int R>
-void dot_tile(const Tile& m, std::int64_t r0, float* out) {
+// out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]), without the rows' additive
+// bias. The rows share each step's digits (loaded once per token), and the tokens each row's
+// codes (loaded and split into nibbles once); every token's floats are those it gets alone (the
+// same operations in the same order).
+template <int R, int T>
+void dot_tile(const Tile& m, const SplitInt8Activations* const* xa, std::int64_t r0,
+              float (*out)[4]) {
     const WeightMatrix& w = m.w;
     const std::int64_t n_groups = m.n_groups;
     const std::int64_t row_bytes = w.row_bytes();
@@ -113,10 +116,13 @@ void dot_tile(const Tile& m, std::int64_t r0, float* out) {
     const auto* base = static_cast<const std::uint8_t*>(w.data);
     const std::uint8_t* codes[R];
     for (int i = 0; i < R; ++i) codes[i] = base + (r0 + i) * row_bytes;
-    // Each row's sum of A · factor per lane, its bias terms included (one reduction at the end).
-    float32x4_t f[R];
-    for (int i = 0; i < R; ++i) f[i] = vdupq_n_f32(0.0f);
-    float factor[R][kFactorGroups];  // scale · unit per row and group of the pass
+    // Each token's and row's sum of A · factor per lane, its bias terms included (one
+    // reduction at the end).
+    float32x4_t f[T][R];
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) f[t][i] = vdupq_n_f32(0.0f);
+    }
+    float factor[T][R][kFactorGroups];  // scale · unit per token, row and group of the pass
     TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes, m.xa.next_tile_prefetch_row_bytes);
     // Elements of a step: 32, so a group spans 2^(group_shift - 5) steps.
     const int steps_per_group_shift = m.group_shift - 5;
@@ -128,15 +134,19 @@ void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             for (; g + 4 <= count; g += 4) {
                 const float32x4_t scale = load_affine(w.scale_dtype, w.scales, at + g);
                 const float32x4_t bias = load_affine(w.scale_dtype, w.biases, at + g);
-                vst1q_f32(factor[i] + g, vmulq_f32(scale, vld1q_f32(m.xa.unit + g0 + g)));
-                f[i] = vfmaq_f32(f[i], bias, vld1q_f32(m.xa.sum + g0 + g));
+                for (int t = 0; t < T; ++t) {
+                    vst1q_f32(factor[t][i] + g, vmulq_f32(scale, vld1q_f32(xa[t]->unit + g0 + g)));
+                    f[t][i] = vfmaq_f32(f[t][i], bias, vld1q_f32(xa[t]->sum + g0 + g));
+                }
             }
             for (; g < count; ++g) {  // groups past the last multiple of 4, in lane 0
                 const float scale = load_scalar(w.scale_dtype, w.scales, at + g);
                 const float bias = load_scalar(w.scale_dtype, w.biases, at + g);
-                factor[i][g] = scale * m.xa.unit[g0 + g];
-                f[i] = vsetq_lane_f32(std::fma(bias, m.xa.sum[g0 + g], vgetq_lane_f32(f[i], 0)),
-                                      f[i], 0);
+                for (int t = 0; t < T; ++t) {
+                    factor[t][i][g] = scale * xa[t]->unit[g0 + g];
+                    f[t][i] = vsetq_lane_f32(
+                        std::fma(bias, xa[t]->sum[g0 + g], vgetq_lane_f32(f[t][i], 0)), f[t][i], 0);
+                }
             }
         }
         const std::int64_t s_begin = g0 << steps_per_group_shift;
@@ -145,22 +155,40 @@ void dot_tile(const Tile& m, std::int64_t r0, float* out) {
             // Step s: code bytes [16s, 16s + 16) of each row, chunk c = s / 4, quarter q.
             const std::int64_t c = s >> 2, q = s & 3;
             if (q == 0) prefetch.ahead_of(codes, c * kChunkBytes);  // one line a chunk
-            const std::int8_t* dig = m.xa.digits + c * kChunkDigitBytes + q * 16;
-            int8x16_t d[2 * kDigits];
-            for (int k = 0; k < kDigits; ++k) {
-                d[2 * k] = vld1q_s8(dig + 128 * k);           // even elements
-                d[2 * k + 1] = vld1q_s8(dig + 128 * k + 64);  // odd ones
+            int8x16_t d[T][2 * kDigits];
+            for (int t = 0; t < T; ++t) {
+                const std::int8_t* dig = xa[t]->digits + c * kChunkDigitBytes + q * 16;
+                for (int k = 0; k < kDigits; ++k) {
+                    d[t][2 * k] = vld1q_s8(dig + 128 * k);           // even elements
+                    d[t][2 * k + 1] = vld1q_s8(dig + 128 * k + 64);  // odd ones
+                }
             }
             const std::int64_t group = (s >> steps_per_group_shift) - g0;  // within the pass
             for (int i = 0; i < R; ++i) {
                 const uint8x16_t v = vld1q_u8(codes[i] + s * 16);
                 const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, nibble));
                 const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-                f[i] = vfmaq_n_f32(f[i], vcvtq_f32_s32(step_sum(lo, hi, d)), factor[i][group]);
+                for (int t = 0; t < T; ++t) {
+                    f[t][i] = vfmaq_n_f32(f[t][i], vcvtq_f32_s32(step_sum(lo, hi, d[t])),
+                                          factor[t][i][group]);
+                }
             }
         }
     }
-    for (int i = 0; i < R; ++i) out[i] = vaddvq_f32(f[i]);
+    for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < R; ++i) out[t][i] = vaddvq_f32(f[t][i]);
+    }
+}
+
+template <int T>
+void gemv_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa,
+                 std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                 float* const* y) {
+    const Tile m{w, *xa[0], w.cols / w.group_size, group_shift(w)};
+    for_each_row_tile_of_tokens<T>(
+        row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float(*out)[4]) {
+            n == 4 ? dot_tile<4, T>(m, xa, r, out) : dot_tile<1, T>(m, xa, r, out);
+        });
 }
 
 }  // namespace
@@ -172,10 +200,16 @@ void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, st
 
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
                    std::int64_t row_end, const WeightVector* bias, float* y) {
-    const Tile m{w, xa, w.cols / w.group_size, group_shift(w)};
-    for_each_row_tile(row_begin, row_end, bias, y, [&](std::int64_t r, std::int64_t n, float* out) {
-        n == 4 ? dot_tile<4>(m, r, out) : dot_tile<1>(m, r, out);
-    });
+    const SplitInt8Activations* xs[1] = {&xa};
+    gemv_tokens<1>(w, xs, row_begin, row_end, bias, &y);
+}
+
+void gemv_neon_dot_two(const WeightMatrix& w, const SplitInt8Activations& x0,
+                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
+                       const WeightVector* bias, float* y0, float* y1) {
+    const SplitInt8Activations* xs[2] = {&x0, &x1};
+    float* ys[2] = {y0, y1};
+    gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
 }
 
 }  // namespace brigade::model::cpu::split_int8
