@@ -12,7 +12,7 @@
 // Without VNNI each pair of vpdpbusd (a nibble's codes against one digit's even elements, the
 // other nibble's against its odd ones) is two vpmaddubsw, one vpaddw and one vpmaddwd: the
 // codes are at most 15 and the digits at most 128 in magnitude, so no i16 pair sum (<= 3840)
-// or their sum (<= 7680) saturates, and the i32 sums are vpdpbusd's exactly. Session 24 had
+// or their sum (<= 7680) saturates, and the i32 sums are vpdpbusd's exactly. Session 20 had
 // counted three instructions per vpdpbusd and judged this slower than the f32 kernel; summing
 // the two nibbles in i16 first makes it two.
 //
