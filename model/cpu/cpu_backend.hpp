@@ -71,8 +71,11 @@ struct CpuTuning {
     // kernels' arithmetic bounds 4-bit batches there. A 2-vCPU Zen 4, paired steps against the
     // f32 kernels (with pairs): 3-4 sequences
     // 27-52% faster, 5-8 21-37%, 12-16 19-36%, 24-31 12-37% (Qwen2.5-0.5B and Llama-3.2-1B),
-    // so every decode batch below gemm_min_tokens (8-bit ones: split_int8_decode_8bit). AVX-VNNI
-    // and NEON (one token a pass) were not measured.
+    // so every decode batch below gemm_min_tokens (8-bit ones: split_int8_decode_8bit). The
+    // 256-bit kernels (AVX2, AVX-VNNI; two tokens a pass) against the f32 kernels' register
+    // tiles, the lent Xeon held to them (session 30, run 145, paired steps): Llama-3.2-1B 3-8
+    // sequences 13-46% faster, but Qwen2.5-0.5B 4 sequences 3-8% slower and 8-16 19-32%, and
+    // both at 16 up to 11% slower; they keep the f32 kernels. NEON was not measured.
     // Prompt rows keep f32 activations.
     std::int64_t split_int8_decode_max_tokens = 31;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
