@@ -74,7 +74,7 @@ struct CpuTuning {
     // so every decode batch below gemm_min_tokens (8-bit ones: split_int8_decode_8bit). The
     // 256-bit kernels (AVX2, AVX-VNNI; two tokens a pass) against the f32 kernels' register
     // tiles, the lent Xeon held to them (session 30, run 145, paired steps): Llama-3.2-1B 3-8
-    // sequences 13-46% faster, but Qwen2.5-0.5B 4 sequences 3-8% slower and 8-16 19-32%, and
+    // sequences 15-46% faster, but Qwen2.5-0.5B 4 sequences 3-8% slower and 8-16 19-32%, and
     // both at 16 up to 11% slower; they keep the f32 kernels. NEON was not measured.
     // Prompt rows keep f32 activations.
     std::int64_t split_int8_decode_max_tokens = 31;
