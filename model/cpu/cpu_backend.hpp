@@ -72,12 +72,15 @@ struct CpuTuning {
     // f32 kernels (with pairs): 3-4 sequences
     // 27-52% faster, 5-8 21-37%, 12-16 19-36%, 24-31 12-37% (Qwen2.5-0.5B and Llama-3.2-1B),
     // so every decode batch below gemm_min_tokens (8-bit ones: split_int8_decode_8bit). The
-    // 256-bit kernels (AVX2, AVX-VNNI; two tokens a pass) against the f32 kernels' register
-    // tiles, the lent Xeon held to them (session 30, run 145, paired steps): Llama-3.2-1B 3-8
-    // sequences 15-46% faster, but Qwen2.5-0.5B 4 sequences 3-8% slower and 8-16 19-32%, and
-    // both at 16 up to 11% slower; they keep the f32 kernels. NEON was not measured.
+    // 256-bit kernels: split_int8_decode_max_tokens_256. NEON was not measured.
     // Prompt rows keep f32 activations.
     std::int64_t split_int8_decode_max_tokens = 31;
+    // The same for the 256-bit kernels (AVX2, AVX-VNNI), which take three or four tokens in
+    // one pass. Against the f32 register tiles on the lent Xeon held to them (session 30, run
+    // 146, paired steps): 3 sequences 7-8% (Qwen2.5-0.5B) and 46-47% (Llama-3.2-1B) faster
+    // with AVX2, 17-22% and 67-72% with AVX-VNNI; 4 sequences 2-3% and 36-40%, 7-14% and
+    // 56-57%. Beyond four, pairs lost to the tiles for Qwen (run 145), so they keep them.
+    std::int64_t split_int8_decode_max_tokens_256 = 4;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
     // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
     // changed that: on a 2-vCPU Zen 4 (session 29, paired steps) 8-bit batches of 3 decoded

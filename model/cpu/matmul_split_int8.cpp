@@ -602,10 +602,20 @@ bool gemv_rows_split_int8_many(SplitInt8Variant variant, const WeightMatrix& w,
                                std::int64_t row_begin, std::int64_t row_end,
                                const WeightVector* bias, float* const* ys) {
 #if BRIGADE_INT8_X86
-    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kAvx512Vnni &&
-        (count == 3 || count == 4)) {
-        split_int8::gemv_avx512_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
-        return true;
+    if (count == 3 || count == 4) {
+        switch (split_int8_resolve_variant(variant)) {
+            case SplitInt8Variant::kAvx512Vnni:
+                split_int8::gemv_avx512_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
+                return true;
+            case SplitInt8Variant::kAvxVnni:
+                split_int8::gemv_avx_vnni_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
+                return true;
+            case SplitInt8Variant::kAvx2:
+                split_int8::gemv_avx2_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
+                return true;
+            default:
+                break;
+        }
     }
 #endif
     (void)variant, (void)w, (void)xs, (void)count, (void)row_begin, (void)row_end, (void)bias,

@@ -142,6 +142,13 @@ void gemv_avx2_two(const WeightMatrix& w, const SplitInt8Activations& x0,
 void gemv_avx_vnni_two(const WeightMatrix& w, const SplitInt8Activations& x0,
                        const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
                        const WeightVector* bias, float* y0, float* y1);
+// Three or four (`count`) tokens in one pass.
+void gemv_avx2_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
+                             int count, std::int64_t row_begin, std::int64_t row_end,
+                             const WeightVector* bias, float* const* ys);
+void gemv_avx_vnni_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
+                                 int count, std::int64_t row_begin, std::int64_t row_end,
+                                 const WeightVector* bias, float* const* ys);
 #endif
 #if BRIGADE_INT8_NEON_DOT
 // 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer does

@@ -186,6 +186,20 @@ void gemv_avx_vnni_two(const WeightMatrix& w, const SplitInt8Activations& x0,
     avx_vnni::gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
 }
 
+void gemv_avx2_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
+                             int count, std::int64_t row_begin, std::int64_t row_end,
+                             const WeightVector* bias, float* const* ys) {
+    if (count == 4) return avx2_plain::gemv_tokens<4>(w, xs, row_begin, row_end, bias, ys);
+    avx2_plain::gemv_tokens<3>(w, xs, row_begin, row_end, bias, ys);
+}
+
+void gemv_avx_vnni_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
+                                 int count, std::int64_t row_begin, std::int64_t row_end,
+                                 const WeightVector* bias, float* const* ys) {
+    if (count == 4) return avx_vnni::gemv_tokens<4>(w, xs, row_begin, row_end, bias, ys);
+    avx_vnni::gemv_tokens<3>(w, xs, row_begin, row_end, bias, ys);
+}
+
 }  // namespace brigade::model::cpu::split_int8
 
 #endif  // BRIGADE_INT8_X86

@@ -323,47 +323,64 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
 }
 
 // A batch of decode steps on 4- and 8-bit weights without AMX takes the AVX-512 split-int8
-// kernel four tokens a pass (a last three in one), then two, then one
+// kernel four tokens a pass (a last three in one), then two, then one (the 256-bit kernels take
+// 3-4 tokens of 4-bit rows in one pass)
 // (CpuTuning::split_int8_decode_max_tokens, split_int8_four, split_int8_decode_8bit): each
 // token gets the bits it gets alone, for 3, 4, 5, 16 and 31 tokens, every group size, 1 and 3
 // threads. Prompt rows of the same batch sizes keep the f32 kernels.
 TEST(CpuMatmul, SplitInt8DecodeStepsGiveEachTokenTheBitsOfOneAlone) {
-    if (split_int8_resolve_variant(SplitInt8Variant::kAuto) != SplitInt8Variant::kAvx512Vnni) {
-        GTEST_SKIP() << "this CPU has no AVX-512 VNNI: batches keep the f32 kernels";
+    // The x86 kernels take decode batches: AVX-512's up to 31 tokens (four a pass), 8-bit rows
+    // too; the 256-bit ones 3-4 tokens of 4-bit rows in one pass.
+    std::vector<SplitInt8Variant> variants;
+    for (SplitInt8Variant v : split_int8_variants_available()) {
+        if (v == SplitInt8Variant::kAvx512Vnni || v == SplitInt8Variant::kAvxVnni ||
+            v == SplitInt8Variant::kAvx2) {
+            variants.push_back(v);
+        }
     }
-    CpuTuning tuning = split_int8_tuning(SplitInt8Variant::kAuto);
-    tuning.amx = false;
-    for (int bits : {4, 8})
-        for (int group : {32, 64, 128}) {
-            auto w =
-                test::make_quant_weight(bits, group, DType::kBF16, 75, 896, 70 + group + bits, 0);
-            for (const std::int64_t n : {3, 4, 5, 16, 31}) {
-                const auto x = test::random_floats(static_cast<std::size_t>(n * 896), 13);
-                for (int threads : {1, 3}) {
-                    CpuBackend cpu(BackendOptions{threads}, tuning);
-                    cpu.set_rows_are_decode_steps(true);
-                    std::vector<float> batch(static_cast<std::size_t>(n * 75), NAN);
-                    cpu.matmul(w.view, x.data(), n, batch.data());
-                    const std::string what = "q" + std::to_string(bits) + " g" +
-                                             std::to_string(group) + " n=" + std::to_string(n) +
-                                             " threads=" + std::to_string(threads);
-                    for (std::int64_t t = 0; t < n; ++t) {
-                        std::vector<float> alone(75, NAN);
-                        cpu.matmul(w.view, x.data() + t * 896, 1, alone.data());
-                        EXPECT_EQ(
-                            std::memcmp(batch.data() + t * 75, alone.data(), 75 * sizeof(float)), 0)
-                            << what << " t=" << t;
+    if (variants.empty()) GTEST_SKIP() << "no x86 split-int8 kernel: batches keep the f32 kernels";
+    for (SplitInt8Variant variant : variants) {
+        const bool wide = variant == SplitInt8Variant::kAvx512Vnni;
+        CpuTuning tuning = split_int8_tuning(variant);
+        tuning.amx = false;
+        for (int bits : {4, 8}) {
+            if (bits == 8 && !wide) continue;
+            for (int group : {32, 64, 128}) {
+                auto w = test::make_quant_weight(bits, group, DType::kBF16, 75, 896,
+                                                 70 + group + bits, 0);
+                for (const std::int64_t n : {3, 4, 5, 16, 31}) {
+                    if (!wide && n > 4) continue;
+                    const auto x = test::random_floats(static_cast<std::size_t>(n * 896), 13);
+                    for (int threads : {1, 3}) {
+                        CpuBackend cpu(BackendOptions{threads}, tuning);
+                        cpu.set_rows_are_decode_steps(true);
+                        std::vector<float> batch(static_cast<std::size_t>(n * 75), NAN);
+                        cpu.matmul(w.view, x.data(), n, batch.data());
+                        const std::string what = std::string(split_int8_variant_name(variant)) +
+                                                 " q" + std::to_string(bits) + " g" +
+                                                 std::to_string(group) + " n=" + std::to_string(n) +
+                                                 " threads=" + std::to_string(threads);
+                        for (std::int64_t t = 0; t < n; ++t) {
+                            std::vector<float> alone(75, NAN);
+                            cpu.matmul(w.view, x.data() + t * 896, 1, alone.data());
+                            EXPECT_EQ(std::memcmp(batch.data() + t * 75, alone.data(),
+                                                  75 * sizeof(float)),
+                                      0)
+                                << what << " t=" << t;
+                        }
+                        // The same batch as prompt rows: f32 activations, not the digits.
+                        cpu.set_rows_are_decode_steps(false);
+                        std::vector<float> prompt(batch.size(), NAN);
+                        cpu.matmul(w.view, x.data(), n, prompt.data());
+                        EXPECT_NE(
+                            std::memcmp(batch.data(), prompt.data(), batch.size() * sizeof(float)),
+                            0)
+                            << what;
                     }
-                    // The same batch as prompt rows: f32 activations, not the digits.
-                    cpu.set_rows_are_decode_steps(false);
-                    std::vector<float> prompt(batch.size(), NAN);
-                    cpu.matmul(w.view, x.data(), n, prompt.data());
-                    EXPECT_NE(
-                        std::memcmp(batch.data(), prompt.data(), batch.size() * sizeof(float)), 0)
-                        << what;
                 }
             }
         }
+    }
 }
 
 // The row tiles' next-tile prefetch (CpuTuning::next_tile_prefetch_row_bytes) changes which
