@@ -48,6 +48,8 @@
 // amx-8bit-min-tokens=N, amx-bf16-min-tokens=N (from how many tokens 4-bit, 8-bit and BF16
 // weights decode through AMX tiles), chunks-per-thread=N (max_chunks_per_thread),
 // split-int8-max-tokens=N (up to how many tokens 4-bit decode takes the split-int8 kernel),
+// split-int8-decode-max-tokens=N and split-int8-decode-max-tokens-256=N (up to how many decode
+// steps AVX-512's and the 256-bit split-int8 kernels take without AMX),
 // split-int8-pair (CpuTuning::split_int8_pair, flipped), next-tile-prefetch=N
 // (next_tile_prefetch_row_bytes: rows up to N bytes prefetch the next row tile; 0: never),
 // q4-lookup (CpuTuning::q4_lookup, flipped), multi-row (CpuTuning::grouped_multi_row,
