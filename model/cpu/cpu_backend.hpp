@@ -80,7 +80,7 @@ struct CpuTuning {
     // 146, paired steps): 3 sequences 7-8% (Qwen2.5-0.5B) and 46-47% (Llama-3.2-1B) faster
     // with AVX2, 17-22% and 67-72% with AVX-VNNI; 4 sequences 2-3% and 36-40%, 7-14% and
     // 56-57%. Beyond four the shapes pull apart (runs 145, 147: Llama-3.2-1B 5-8 sequences
-    // 14-46% faster through the kernel, Qwen2.5-0.5B 5-16 14-32% slower), so the tiles keep them.
+    // 14-46% faster through the kernel, Qwen2.5-0.5B 5-16 12-24% slower), so the tiles keep them.
     std::int64_t split_int8_decode_max_tokens_256 = 4;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
     // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
