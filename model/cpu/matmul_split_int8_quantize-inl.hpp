@@ -1,6 +1,6 @@
 // The split-int8 quantizer's loop over weight groups, where the digits' layout is written
 // (matmul_split_int8.cpp documents it). Compiled once per instruction set: included inside the
-// target region and an unnamed namespace of matmul_split_int8.cpp (AVX-512) and
+// target region and a namespace of its own in matmul_split_int8.cpp (AVX-512) and
 // matmul_split_int8_avx2.cpp (AVX2), after that namespace defines
 //   group_max_sum(xg, group, m, s)       max|x| and the f32 sum of a group's elements
 //   store_block(plan, xb, inv, step, even, odd)  the digits of the 32 elements at xb: the even
