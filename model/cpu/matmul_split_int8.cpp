@@ -435,28 +435,18 @@ void gemv_avx512_tokens(const WeightMatrix& w, const SplitInt8Activations* const
     }
 }
 
-void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                 std::int64_t row_end, const WeightVector* bias, float* y) {
-    const SplitInt8Activations* xs[1] = {&xa};
-    float* ys[1] = {y};
-    gemv_avx512_tokens<1>(w, xs, row_begin, row_end, bias, ys);
-}
-
-void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                     const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                     const WeightVector* bias, float* y0, float* y1) {
-    const SplitInt8Activations* xs[2] = {&x0, &x1};
-    float* ys[2] = {y0, y1};
-    gemv_avx512_tokens<2>(w, xs, row_begin, row_end, bias, ys);
-}
-
-void gemv_avx512_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
-                               int count, std::int64_t row_begin, std::int64_t row_end,
-                               const WeightVector* bias, float* const* ys) {
-    if (count == 4) {
-        gemv_avx512_tokens<4>(w, xs, row_begin, row_end, bias, ys);
-    } else {
-        gemv_avx512_tokens<3>(w, xs, row_begin, row_end, bias, ys);
+void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
+                 std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                 float* const* ys) {
+    switch (count) {
+        case 1:
+            return gemv_avx512_tokens<1>(w, xs, row_begin, row_end, bias, ys);
+        case 2:
+            return gemv_avx512_tokens<2>(w, xs, row_begin, row_end, bias, ys);
+        case 3:
+            return gemv_avx512_tokens<3>(w, xs, row_begin, row_end, bias, ys);
+        default:
+            return gemv_avx512_tokens<4>(w, xs, row_begin, row_end, bias, ys);
     }
 }
 
@@ -555,72 +545,62 @@ void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, con
 #endif
 }
 
+namespace {
+
+// `count` tokens in one pass of `variant`'s kernel, if it has a pass of that many (AVX-512 and
+// the 256-bit kernels: 1-4, Arm: 1-2).
+bool gemv_tokens(SplitInt8Variant variant, const WeightMatrix& w,
+                 const SplitInt8Activations* const* xs, int count, std::int64_t row_begin,
+                 std::int64_t row_end, const WeightVector* bias, float* const* ys) {
+    const SplitInt8Variant resolved = split_int8_resolve_variant(variant);
+    switch (resolved) {
+#if BRIGADE_INT8_X86
+        case SplitInt8Variant::kAvx512Vnni:
+            if (count > 4) return false;
+            split_int8::gemv_avx512(w, xs, count, row_begin, row_end, bias, ys);
+            return true;
+        case SplitInt8Variant::kAvxVnni:
+        case SplitInt8Variant::kAvx2:
+            if (count > 4) return false;
+            split_int8::gemv_256(resolved == SplitInt8Variant::kAvxVnni, w, xs, count, row_begin,
+                                 row_end, bias, ys);
+            return true;
+#endif
+#if BRIGADE_INT8_NEON_DOT
+        case SplitInt8Variant::kNeonDot:
+            if (count > 2) return false;
+            split_int8::gemv_neon_dot(w, xs, count, row_begin, row_end, bias, ys);
+            return true;
+#endif
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
 void gemv_rows_split_int8(SplitInt8Variant variant, const WeightMatrix& w,
                           const SplitInt8Activations& xa, std::int64_t row_begin,
                           std::int64_t row_end, const WeightVector* bias, float* y) {
-#if BRIGADE_INT8_NEON_DOT
-    (void)variant;
-    split_int8::gemv_neon_dot(w, xa, row_begin, row_end, bias, y);
-#else
-    const SplitInt8Variant resolved = split_int8_resolve_variant(variant);
-    if (resolved == SplitInt8Variant::kAvx512Vnni) {
-        return split_int8::gemv_avx512(w, xa, row_begin, row_end, bias, y);
-    }
-    if (resolved == SplitInt8Variant::kAvx2) {
-        return split_int8::gemv_avx2(w, xa, row_begin, row_end, bias, y);
-    }
-    split_int8::gemv_avx_vnni(w, xa, row_begin, row_end, bias, y);
-#endif
+    const SplitInt8Activations* xs[1] = {&xa};
+    gemv_tokens(variant, w, xs, 1, row_begin, row_end, bias, &y);
 }
 
 void gemv_rows_split_int8_pair(SplitInt8Variant variant, const WeightMatrix& w,
                                const SplitInt8Activations& x0, const SplitInt8Activations& x1,
                                std::int64_t row_begin, std::int64_t row_end,
                                const WeightVector* bias, float* y0, float* y1) {
-#if BRIGADE_INT8_X86
-    switch (split_int8_resolve_variant(variant)) {
-        case SplitInt8Variant::kAvx512Vnni:
-            return split_int8::gemv_avx512_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
-        case SplitInt8Variant::kAvxVnni:
-            return split_int8::gemv_avx_vnni_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
-        case SplitInt8Variant::kAvx2:
-            return split_int8::gemv_avx2_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
-        default:
-            break;
-    }
-#endif
-#if BRIGADE_INT8_NEON_DOT
-    if (split_int8_resolve_variant(variant) == SplitInt8Variant::kNeonDot) {
-        return split_int8::gemv_neon_dot_two(w, x0, x1, row_begin, row_end, bias, y0, y1);
-    }
-#endif
-    gemv_rows_split_int8(variant, w, x0, row_begin, row_end, bias, y0);
-    gemv_rows_split_int8(variant, w, x1, row_begin, row_end, bias, y1);
+    const SplitInt8Activations* xs[2] = {&x0, &x1};
+    float* ys[2] = {y0, y1};
+    gemv_tokens(variant, w, xs, 2, row_begin, row_end, bias, ys);
 }
+
 bool gemv_rows_split_int8_many(SplitInt8Variant variant, const WeightMatrix& w,
                                const SplitInt8Activations* const* xs, int count,
                                std::int64_t row_begin, std::int64_t row_end,
                                const WeightVector* bias, float* const* ys) {
-#if BRIGADE_INT8_X86
-    if (count == 3 || count == 4) {
-        switch (split_int8_resolve_variant(variant)) {
-            case SplitInt8Variant::kAvx512Vnni:
-                split_int8::gemv_avx512_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
-                return true;
-            case SplitInt8Variant::kAvxVnni:
-                split_int8::gemv_avx_vnni_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
-                return true;
-            case SplitInt8Variant::kAvx2:
-                split_int8::gemv_avx2_three_or_four(w, xs, count, row_begin, row_end, bias, ys);
-                return true;
-            default:
-                break;
-        }
-    }
-#endif
-    (void)variant, (void)w, (void)xs, (void)count, (void)row_begin, (void)row_end, (void)bias,
-        (void)ys;
-    return false;
+    return (count == 3 || count == 4) &&
+           gemv_tokens(variant, w, xs, count, row_begin, row_end, bias, ys);
 }
 
 #else  // neither x86 nor Arm with dot products: no kernel, callers check

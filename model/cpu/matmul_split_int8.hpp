@@ -115,52 +115,31 @@ void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, 
 // 8-bit weights (the GEMV's digits, element order; token_bytes8).
 void split8_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                    std::int8_t* digits, float* unit, float* sum);
-// 4- or 8-bit rows.
-void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                 std::int64_t row_end, const WeightVector* bias, float* y);
-// Two tokens, each chunk's codes unpacked once for both.
-void gemv_avx512_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                     const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                     const WeightVector* bias, float* y0, float* y1);
-// Three or four (`count`) tokens in one pass (each chunk's codes unpacked once for all).
-void gemv_avx512_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
-                               int count, std::int64_t row_begin, std::int64_t row_end,
-                               const WeightVector* bias, float* const* ys);
+// 1-4 (`count`) tokens, xs[t] -> ys[t], on 4- or 8-bit rows: each chunk's codes unpacked once
+// for all, every token's floats those it gets alone.
+void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
+                 std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                 float* const* ys);
 // 256 bits, 32 code bytes a step (matmul_split_int8_avx2.cpp). The AVX2 quantizer gives the
 // AVX-512 one's digits bit for bit (the same f32 operations), its sums in another order. The
 // AVX2 kernel's sums are the AVX-VNNI one's exactly, so their floats are the same.
 void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum);
-void gemv_avx2(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-               std::int64_t row_end, const WeightVector* bias, float* y);
-void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                   std::int64_t row_end, const WeightVector* bias, float* y);
-// Two tokens, each row's codes split into nibbles once for both (the bits each gets alone).
-void gemv_avx2_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                   const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                   const WeightVector* bias, float* y0, float* y1);
-void gemv_avx_vnni_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                       const WeightVector* bias, float* y0, float* y1);
-// Three or four (`count`) tokens in one pass.
-void gemv_avx2_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
-                             int count, std::int64_t row_begin, std::int64_t row_end,
-                             const WeightVector* bias, float* const* ys);
-void gemv_avx_vnni_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
-                                 int count, std::int64_t row_begin, std::int64_t row_end,
-                                 const WeightVector* bias, float* const* ys);
+// 1-4 (`count`) tokens as gemv_avx512 does, on 4-bit rows; `vnni`: vpdpbusd (AVX-VNNI), else
+// vpmaddubsw + vpmaddwd (AVX2 alone).
+void gemv_256(bool vnni, const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
+              std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+              float* const* ys);
 #endif
 #if BRIGADE_INT8_NEON_DOT
 // 64-bit Arm with sdot (matmul_split_int8_neon.cpp): 16 code bytes a step. The quantizer does
 // the AVX-512 one's f32 operations, its sums in another order.
 void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum);
-void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                   std::int64_t row_end, const WeightVector* bias, float* y);
-// Two tokens, each row's codes split into nibbles once for both (the bits each gets alone).
-void gemv_neon_dot_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                       const WeightVector* bias, float* y0, float* y1);
+// 1 or 2 (`count`) tokens as gemv_avx512 does, on 4-bit rows.
+void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
+                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                   float* const* ys);
 #endif
 
 }  // namespace brigade::model::cpu::split_int8

@@ -97,9 +97,9 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
 
 // Rows [row_begin, row_end) of T tokens' products (xa[t] -> y[t]).
 template <int T>
-void gemv_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa,
-                 std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
-                 float* const* y) {
+void gemv_tokens_of(const WeightMatrix& w, const SplitInt8Activations* const* xa,
+                    std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                    float* const* y) {
     const Tile m{w, *xa[0], w.cols / w.group_size, group_shift(w)};
     // The lambdas only call the tiles (no vector code of their own), so the target region need
     // not reach them.
@@ -114,5 +114,21 @@ void gemv_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa,
                                            n == 4 ? dot_tile<4, false, T>(m, xa, r, out)
                                                   : dot_tile<1, false, T>(m, xa, r, out);
                                        });
+    }
+}
+
+// 1-4 (`count`) tokens.
+inline void gemv_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa, int count,
+                        std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                        float* const* y) {
+    switch (count) {
+        case 1:
+            return gemv_tokens_of<1>(w, xa, row_begin, row_end, bias, y);
+        case 2:
+            return gemv_tokens_of<2>(w, xa, row_begin, row_end, bias, y);
+        case 3:
+            return gemv_tokens_of<3>(w, xa, row_begin, row_end, bias, y);
+        default:
+            return gemv_tokens_of<4>(w, xa, row_begin, row_end, bias, y);
     }
 }

@@ -158,46 +158,11 @@ void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, st
 }
 HWY_POP_ATTRIBUTES
 
-void gemv_avx2(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-               std::int64_t row_end, const WeightVector* bias, float* y) {
-    const SplitInt8Activations* xs[1] = {&xa};
-    avx2_plain::gemv_tokens<1>(w, xs, row_begin, row_end, bias, &y);
-}
-
-void gemv_avx2_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                   const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                   const WeightVector* bias, float* y0, float* y1) {
-    const SplitInt8Activations* xs[2] = {&x0, &x1};
-    float* ys[2] = {y0, y1};
-    avx2_plain::gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
-}
-
-void gemv_avx_vnni(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                   std::int64_t row_end, const WeightVector* bias, float* y) {
-    const SplitInt8Activations* xs[1] = {&xa};
-    avx_vnni::gemv_tokens<1>(w, xs, row_begin, row_end, bias, &y);
-}
-
-void gemv_avx_vnni_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                       const WeightVector* bias, float* y0, float* y1) {
-    const SplitInt8Activations* xs[2] = {&x0, &x1};
-    float* ys[2] = {y0, y1};
-    avx_vnni::gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
-}
-
-void gemv_avx2_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
-                             int count, std::int64_t row_begin, std::int64_t row_end,
-                             const WeightVector* bias, float* const* ys) {
-    if (count == 4) return avx2_plain::gemv_tokens<4>(w, xs, row_begin, row_end, bias, ys);
-    avx2_plain::gemv_tokens<3>(w, xs, row_begin, row_end, bias, ys);
-}
-
-void gemv_avx_vnni_three_or_four(const WeightMatrix& w, const SplitInt8Activations* const* xs,
-                                 int count, std::int64_t row_begin, std::int64_t row_end,
-                                 const WeightVector* bias, float* const* ys) {
-    if (count == 4) return avx_vnni::gemv_tokens<4>(w, xs, row_begin, row_end, bias, ys);
-    avx_vnni::gemv_tokens<3>(w, xs, row_begin, row_end, bias, ys);
+void gemv_256(bool vnni, const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
+              std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+              float* const* ys) {
+    if (vnni) return avx_vnni::gemv_tokens(w, xs, count, row_begin, row_end, bias, ys);
+    avx2_plain::gemv_tokens(w, xs, count, row_begin, row_end, bias, ys);
 }
 
 }  // namespace brigade::model::cpu::split_int8

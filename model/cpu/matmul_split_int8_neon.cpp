@@ -198,18 +198,11 @@ void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, st
     split_groups(plan, w, x, begin, end, digits, unit, sum);
 }
 
-void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations& xa, std::int64_t row_begin,
-                   std::int64_t row_end, const WeightVector* bias, float* y) {
-    const SplitInt8Activations* xs[1] = {&xa};
-    gemv_tokens<1>(w, xs, row_begin, row_end, bias, &y);
-}
-
-void gemv_neon_dot_two(const WeightMatrix& w, const SplitInt8Activations& x0,
-                       const SplitInt8Activations& x1, std::int64_t row_begin, std::int64_t row_end,
-                       const WeightVector* bias, float* y0, float* y1) {
-    const SplitInt8Activations* xs[2] = {&x0, &x1};
-    float* ys[2] = {y0, y1};
-    gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
+void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
+                   std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
+                   float* const* ys) {
+    if (count == 2) return gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
+    gemv_tokens<1>(w, xs, row_begin, row_end, bias, ys);
 }
 
 }  // namespace brigade::model::cpu::split_int8

@@ -28,6 +28,14 @@ namespace {
 
 constexpr const split_int8::DigitPlan& kPlan = split_int8::kGemvDigits;
 
+// Split-int8 activations on instruction set `variant`, nothing else opted in.
+CpuTuning split_tuning(SplitInt8Variant variant) {
+    CpuTuning tuning;
+    tuning.int16_activations = false;
+    tuning.split_int8_variant = variant;
+    return tuning;
+}
+
 // Digit k of element e of token t, read by the documented layout: chunks of 128 elements, the
 // plan's digits in turn in each chunk, each 64 bytes of even elements, then 64 of odd ones.
 int digit(const std::vector<std::int8_t>& digits, const WeightMatrix& w, std::int64_t t,
@@ -184,9 +192,7 @@ TEST(SplitInt8, ZeroGroupsGiveZeroAndAHugeLaneLeavesTheRestNegligible) {
     SKIP_WITHOUT_VNNI();
     auto ref = make_backend(BackendKind::kReference).value();
     for (SplitInt8Variant variant : split_int8_variants_available()) {
-        CpuTuning tuning;
-        tuning.int16_activations = false;
-        tuning.split_int8_variant = variant;
+        const CpuTuning tuning = split_tuning(variant);
         CpuBackend cpu(BackendOptions{2}, tuning);
         for (int group : {32, 64, 128}) {
             auto w = test::make_quant_weight(4, group, DType::kBF16, 11, 256, 6, 1);
@@ -229,9 +235,7 @@ TEST(SplitInt8, TheLastDigitAloneCarriesTheSmallActivations) {
         std::vector<float> expect(rows), y(rows);
         ref->matmul(w.view, x.data(), 1, expect.data());
         for (SplitInt8Variant variant : split_int8_variants_available()) {
-            CpuTuning tuning;
-            tuning.int16_activations = false;
-            tuning.split_int8_variant = variant;
+            const CpuTuning tuning = split_tuning(variant);
             CpuBackend cpu(BackendOptions{2}, tuning);
             cpu.matmul(w.view, x.data(), 1, y.data());
             expect_relative(y, expect, variant, group);
@@ -265,9 +269,7 @@ TEST(SplitInt8, FullCodesAndDigitsSumExactlyAndTheAvx2KernelMatchesAvxVnni) {
         std::vector<float> expect(rows), y(rows), avx2_full, avx2_random;
         ref->matmul(full.view, x.data(), 1, expect.data());
         for (SplitInt8Variant variant : variants) {
-            CpuTuning tuning;
-            tuning.int16_activations = false;
-            tuning.split_int8_variant = variant;
+            const CpuTuning tuning = split_tuning(variant);
             CpuBackend cpu(BackendOptions{2}, tuning);
             cpu.matmul(full.view, x.data(), 1, y.data());
             expect_relative(y, expect, variant, group);
@@ -298,9 +300,7 @@ TEST(SplitInt8, WideRowsQuantizedOverThePoolGiveTheSameBits) {
     ref->matmul(w.view, x.data(), 1, expect.data());
     for (SplitInt8Variant variant : split_int8_variants_available()) {
         std::vector<float> y1(rows), y3(rows);
-        CpuTuning tuning;
-        tuning.int16_activations = false;
-        tuning.split_int8_variant = variant;
+        const CpuTuning tuning = split_tuning(variant);
         CpuBackend one(BackendOptions{1}, tuning), three(BackendOptions{3}, tuning);
         one.matmul(w.view, x.data(), 1, y1.data());
         three.matmul(w.view, x.data(), 1, y3.data());
@@ -352,9 +352,7 @@ TEST(SplitInt8, ReadsNoCodeBytePastTheLastRow) {
 TEST(SplitInt8, ANanActivationMakesTheOutputsNan) {
     SKIP_WITHOUT_VNNI();
     for (SplitInt8Variant variant : split_int8_variants_available()) {
-        CpuTuning tuning;
-        tuning.int16_activations = false;
-        tuning.split_int8_variant = variant;
+        const CpuTuning tuning = split_tuning(variant);
         CpuBackend cpu(BackendOptions{1}, tuning);
         auto w = test::make_quant_weight(4, 64, DType::kBF16, 5, 128, 2, 0);
         auto x = test::random_floats(128, 4);
