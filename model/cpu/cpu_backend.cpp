@@ -311,11 +311,13 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
     // (CpuTuning::split_int8_decode_max_tokens says why), or up to four with the 256-bit
     // kernels (CpuTuning::split_int8_decode_max_tokens_256).
     const SplitInt8Variant variant = split_int8_resolve_variant(tuning_.split_int8_variant);
+    const std::int64_t decode_limit =
+        variant == SplitInt8Variant::kAvx512Vnni ? tuning_.split_int8_decode_max_tokens
+        : variant == SplitInt8Variant::kAvxVnni || variant == SplitInt8Variant::kAvx2
+            ? tuning_.split_int8_decode_max_tokens_256
+            : 0;  // Arm: not measured
     if (split_int8 && decode_steps_ &&
-        (w.bits == 4 || (w.bits == 8 && tuning_.split_int8_decode_8bit)) &&
-        ((variant == SplitInt8Variant::kAvx512Vnni && n <= tuning_.split_int8_decode_max_tokens) ||
-         ((variant == SplitInt8Variant::kAvxVnni || variant == SplitInt8Variant::kAvx2) &&
-          n <= tuning_.split_int8_decode_max_tokens_256))) {
+        (w.bits == 4 || (w.bits == 8 && tuning_.split_int8_decode_8bit)) && n <= decode_limit) {
         return take_split_int8();
     }
     // Larger batches decode each row to f32 once and run the f32 tiles (gemv_rows); see
