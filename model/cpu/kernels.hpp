@@ -112,7 +112,7 @@ void gemv_rows_grouped(const WeightMatrix& w, const GroupedActivations& xa, std:
 
 // Activations of a 4-bit quantized-weight GEMV split into two int8 digits each
 // (matmul_split_int8*.cpp; AVX-512 VNNI, AVX-VNNI, AVX2 or Arm sdot; 8-bit weights too with
-// AVX-512):
+// AVX-512 VNNI and AVX-VNNI):
 // for weight group g of a token,
 //     x ≈ step_g · (d0 + d1·2^-7),  step_g = max|x_g| / 127,
 // within half the last digit (3.1e-5 · max|x_g|; matmul_split_int8.cpp says why that suffices).

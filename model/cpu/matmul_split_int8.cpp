@@ -40,7 +40,7 @@
 // `unit` = step · 2^-7, so each lane adds A · scale · unit of its group. The bias term uses the
 // exact f32 sums of x, as in matmul_grouped.cpp.
 //
-// 8-bit rows (AVX-512 only, dot8_tile): a code is a whole byte, so each lane's 4 codes meet
+// 8-bit rows (AVX-512 and AVX-VNNI, dot8_tile): a code is a whole byte, so each lane's 4 codes meet
 // their 4 elements' digits in element order (chunks of 64 elements, split8_avx512), and
 // |S0| <= 4·255·127 still leaves room for A = S0·2^7 + S1 in one chain: 2 vpdpbusd, a shift and
 // an add per 64 code bytes and row. With four digits (session 12, two chains) this was faster
@@ -49,7 +49,8 @@
 // rounds), two sequences 31% and 25% (run 116); on a Zen 4 x1 +0-9%, x2 +10-39%. From cache,
 // Qwen's long down_proj rows (4864 bytes) ran 10-13% slower than the f32 kernel, its short ones
 // 12-20% faster. With 3 tokens and more the f32 kernels (or AMX tiles) decode each code once for
-// all of them.
+// all of them. AVX-VNNI (matmul_split_int8_avx2.cpp) takes 8-bit rows 32 code bytes a step;
+// AVX2 alone cannot (vpmaddubsw's pairs of whole-byte codes saturate in i16).
 //
 // Layout of the digits, per token: chunks of 128 elements (one 64-byte load of codes; the last
 // chunk zero-padded); per chunk each digit of the plan in turn, each 128 bytes: the 64 even
@@ -524,8 +525,12 @@ bool split_int8_kernel_supports(const WeightMatrix& w, SplitInt8Variant variant)
                         (w.scale_dtype == DType::kF32 || w.scale_dtype == DType::kF16 ||
                          w.scale_dtype == DType::kBF16);
     const SplitInt8Variant resolved = split_int8_resolve_variant(variant);
-    // 8-bit rows: AVX-512 only (the 256-bit and Arm kernels are written for 4-bit chunks).
-    if (w.bits == 8) return format && resolved == SplitInt8Variant::kAvx512Vnni;
+    // 8-bit rows: AVX-512 and AVX-VNNI (without VNNI, vpmaddubsw's i16 pairs of whole-byte
+    // codes would saturate; the Arm kernel is written for 4-bit chunks).
+    if (w.bits == 8) {
+        return format && (resolved == SplitInt8Variant::kAvx512Vnni ||
+                          resolved == SplitInt8Variant::kAvxVnni);
+    }
     return format && resolved != SplitInt8Variant::kAuto;
 }
 
@@ -541,6 +546,7 @@ void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, con
         return split_int8::split_avx512(split_int8::kGemvDigits, w, x, begin, end, digits, unit,
                                         sum);
     }
+    if (w.bits == 8) return split_int8::split8_avx2(w, x, begin, end, digits, unit, sum);
     split_int8::split_avx2(split_int8::kGemvDigits, w, x, begin, end, digits, unit, sum);
 #endif
 }

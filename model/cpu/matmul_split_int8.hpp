@@ -46,7 +46,7 @@ inline constexpr std::int64_t kFactorGroups = 64;
 inline std::int64_t n_chunks(const WeightMatrix& w) {
     return (w.cols + kChunkElems - 1) / kChunkElems;
 }
-// 8-bit rows (AVX-512 only): chunks of 64 elements, the GEMV's digits in element order.
+// 8-bit rows (AVX-512 and AVX-VNNI): chunks of 64 elements, the GEMV's digits in element order.
 inline constexpr std::int64_t kChunk8Elems = 64;
 inline constexpr std::int64_t kChunk8DigitBytes = kChunk8Elems * kDigits;
 inline std::int64_t token_bytes8(const WeightMatrix& w) {
@@ -125,8 +125,11 @@ void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations* const* xs, i
 // AVX2 kernel's sums are the AVX-VNNI one's exactly, so their floats are the same.
 void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum);
-// 1-4 (`count`) tokens as gemv_avx512 does, on 4-bit rows; `vnni`: vpdpbusd (AVX-VNNI), else
-// vpmaddubsw + vpmaddwd (AVX2 alone).
+// split8_avx512's digits bit for bit (its sums in another order).
+void split8_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
+                 std::int8_t* digits, float* unit, float* sum);
+// 1-4 (`count`) tokens as gemv_avx512 does, on 4-bit rows, and on 8-bit ones with `vnni`;
+// `vnni`: vpdpbusd (AVX-VNNI), else vpmaddubsw + vpmaddwd (AVX2 alone).
 void gemv_256(bool vnni, const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
               std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
               float* const* ys);

@@ -3,7 +3,7 @@
 // namespace defines
 //   dot_nibbles(lo, hi, d_lo, d_hi)   per i32 lane, the sums of its 4 bytes' lo · d_lo plus its
 //                                     4 bytes' hi · d_hi (u8 codes x s8 digits, exact)
-// and makes the shared helpers (load_affine8, hsum) visible. No include guard: each variant
+// and makes the shared helpers (pass_factors, hsum) visible. No include guard: each variant
 // includes it once.
 
 // A = S0 · 2^7 + S1 for 32 code bytes (their low and high nibbles); `d`: the digits at the
@@ -36,35 +36,11 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
     for (int t = 0; t < T; ++t) {
         for (int i = 0; i < R; ++i) f[t][i] = _mm256_setzero_ps();
     }
-    // scale · unit per token, row and group of the pass, then zeros (a short last half-chunk
-    // of groups of 32 picks a factor past the last group for its missing elements).
-    alignas(32) float factor[T][R][kFactorGroups + 8];
+    alignas(32) float factor[T][R][kFactorGroups + 8];  // pass_factors's
     TilePrefetch<R> prefetch(m.xa.prefetch_bytes, row_bytes, m.xa.next_tile_prefetch_row_bytes);
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
-        for (int i = 0; i < R; ++i) {
-            const std::int64_t at = (r0 + i) * n_groups + g0;
-            std::int64_t g = 0;
-            for (; g + 8 <= count; g += 8) {
-                const __m256 scale = load_affine8(w.scale_dtype, w.scales, at + g);
-                const __m256 bias = load_affine8(w.scale_dtype, w.biases, at + g);
-                for (int t = 0; t < T; ++t) {
-                    _mm256_store_ps(factor[t][i] + g,
-                                    _mm256_mul_ps(scale, _mm256_loadu_ps(xa[t]->unit + g0 + g)));
-                    f[t][i] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(xa[t]->sum + g0 + g), f[t][i]);
-                }
-            }
-            for (int t = 0; t < T; ++t) {
-                float bias_tail = 0.0f;
-                for (std::int64_t k = g; k < count; ++k) {
-                    factor[t][i][k] =
-                        load_scalar(w.scale_dtype, w.scales, at + k) * xa[t]->unit[g0 + k];
-                    bias_tail += load_scalar(w.scale_dtype, w.biases, at + k) * xa[t]->sum[g0 + k];
-                }
-                f[t][i] = _mm256_add_ps(f[t][i], _mm256_setr_ps(bias_tail, 0, 0, 0, 0, 0, 0, 0));
-                _mm_storeu_ps(factor[t][i] + count, _mm_setzero_ps());
-            }
-        }
+        pass_factors<R, T>(m, xa, r0, g0, count, factor, f);
         // Half-chunks [h_begin, h_end) of the pass: 64 elements each.
         const std::int64_t h_begin = (g0 << m.group_shift) / 64;
         const std::int64_t h_end =

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "model/cpu/cpu_backend.hpp"
 #include "model/cpu/kernels.hpp"
@@ -286,6 +287,91 @@ TEST(SplitInt8, FullCodesAndDigitsSumExactlyAndTheAvx2KernelMatchesAvxVnni) {
             }
         }
     }
+}
+
+// 8-bit rows take the kernel where it has VNNI (AVX-512 VNNI, AVX-VNNI), not with AVX2 alone
+// (its i16 pairs of whole-byte codes would saturate). Every code 255 against activations that
+// are their groups' largest (the largest sums; their digits are exact), within 1e-5 of Σ|x·w|
+// of the reference (f32 reordering), and random rows within 3e-5 (plus the digits' 2^-8 of a
+// step); rows of 32 x odd columns end in half a chunk. Where AVX-512 runs, the AVX2 quantizer's
+// 8-bit digits and units are its bit for bit (the AVX-VNNI kernel takes them).
+TEST(SplitInt8, EightBitRowsWithVnniMatchTheReferenceAndTheAvx2QuantizerGivesAvx512sDigits) {
+    SKIP_WITHOUT_VNNI();
+    auto ref = make_backend(BackendKind::kReference).value();
+    const std::int64_t rows = 9;
+    const auto variants = split_int8_variants_available();
+    int ran = 0;
+    for (int group : {32, 64, 128}) {
+        for (std::int64_t cols : {352, 384, 896}) {
+            if (cols % group != 0) continue;
+            auto full = test::make_quant_weight(8, group, DType::kBF16, rows, cols, 29, 1);
+            auto* codes = static_cast<std::uint8_t*>(const_cast<void*>(full.view.data));
+            std::fill(codes, codes + rows * cols, std::uint8_t{0xFF});
+            for (std::int64_t i = 0; i < rows * cols; ++i) {  // dense: scale · 255 + bias
+                const auto at = static_cast<std::size_t>(i);
+                full.dense[at] += full.group_scale[static_cast<std::size_t>(i / group)] *
+                                  static_cast<float>(255 - full.codes[at]);
+            }
+            std::vector<float> x(static_cast<std::size_t>(cols));
+            for (std::int64_t c = 0; c < cols; ++c) {
+                const std::int64_t g = c / group;
+                x[c] =
+                    (g % 2 == 0 ? 1.0f : -1.0f) * std::pow(10.0f, static_cast<float>(g % 5) - 2.0f);
+            }
+            auto random = test::make_quant_weight(8, group, DType::kF16, rows, cols, 31, 0);
+            auto xr = test::random_floats(static_cast<std::size_t>(cols), 37);
+            std::vector<float> expect(rows), expect_r(rows);
+            ref->matmul(full.view, x.data(), 1, expect.data());
+            ref->matmul(random.view, xr.data(), 1, expect_r.data());
+            for (SplitInt8Variant variant : variants) {
+                const bool vnni = variant == SplitInt8Variant::kAvx512Vnni ||
+                                  variant == SplitInt8Variant::kAvxVnni;
+                EXPECT_EQ(split_int8_kernel_supports(full.view, variant), vnni)
+                    << split_int8_variant_name(variant);
+                if (!vnni) continue;
+                ++ran;
+                CpuBackend cpu(BackendOptions{2}, split_tuning(variant));
+                for (const auto& [w, xv, e, share] : {std::tuple{&full, &x, &expect, 1e-5},
+                                                      std::tuple{&random, &xr, &expect_r, 3e-5}}) {
+                    std::vector<float> y(rows);
+                    cpu.matmul(w->view, xv->data(), 1, y.data());
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                        double magnitude = 0.0;
+                        for (std::int64_t c = 0; c < cols; ++c) {
+                            magnitude += std::abs(double{(*xv)[c]} * w->dense[r * cols + c]);
+                        }
+                        EXPECT_NEAR(y[r], (*e)[r], share * magnitude + 1e-6)
+                            << split_int8_variant_name(variant) << " group=" << group
+                            << " cols=" << cols << " r=" << r << (w == &full ? " full" : " random");
+                    }
+                }
+            }
+#if BRIGADE_INT8_X86
+            if (std::find(variants.begin(), variants.end(), SplitInt8Variant::kAvx512Vnni) !=
+                variants.end()) {
+                const std::int64_t n = 2, groups = n * (cols / group);
+                const auto xs = test::random_floats(static_cast<std::size_t>(n * cols), 41);
+                Split wide, narrow;
+                for (Split* s : {&wide, &narrow}) {
+                    s->digits.assign(
+                        static_cast<std::size_t>(n * split_int8_token_bytes(random.view)), 99);
+                    s->unit.assign(static_cast<std::size_t>(groups), NAN);
+                    s->sum.assign(static_cast<std::size_t>(groups), NAN);
+                }
+                split_int8::split8_avx512(random.view, xs.data(), 0, groups, wide.digits.data(),
+                                          wide.unit.data(), wide.sum.data());
+                split_int8::split8_avx2(random.view, xs.data(), 0, groups, narrow.digits.data(),
+                                        narrow.unit.data(), narrow.sum.data());
+                EXPECT_EQ(wide.digits, narrow.digits) << "group=" << group << " cols=" << cols;
+                EXPECT_EQ(wide.unit, narrow.unit) << "group=" << group << " cols=" << cols;
+                for (std::int64_t i = 0; i < groups; ++i) {
+                    EXPECT_NEAR(narrow.sum[i], wide.sum[i], 1e-5 * group) << "i=" << i;
+                }
+            }
+#endif
+        }
+    }
+    if (ran == 0) GTEST_SKIP() << "no VNNI here: 8-bit rows keep the f32 kernels";
 }
 
 // Rows of 8k columns or more quantize their activations over the pool: the same bits as one
