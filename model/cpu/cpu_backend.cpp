@@ -307,9 +307,9 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
                                 tuning_.amx_pair_nibbles};
         return in;
     }
-    // A batch of decode steps on 4-bit weights where the tiles did not take it, with AVX-512
-    // (CpuTuning::split_int8_decode_max_tokens says why), or up to four with the 256-bit
-    // kernels (CpuTuning::split_int8_decode_max_tokens_256).
+    // A batch of decode steps on 4-bit weights (8-bit ones with VNNI) where the tiles did not
+    // take it, with AVX-512 (CpuTuning::split_int8_decode_max_tokens says why), or up to 16
+    // with the 256-bit kernels (CpuTuning::split_int8_decode_max_tokens_256).
     const SplitInt8Variant variant = split_int8_resolve_variant(tuning_.split_int8_variant);
     const std::int64_t decode_limit =
         variant == SplitInt8Variant::kAvx512Vnni ? tuning_.split_int8_decode_max_tokens

@@ -49,9 +49,9 @@ struct CpuTuning {
     // Which instruction set the int8 path uses (tests and benches force each; kAuto = best).
     Int8Variant int8_variant = Int8Variant::kAuto;
     // Otherwise, on x86 with AVX2 (VNNI or not) or Arm with sdot, 4-bit weights (and 8-bit ones
-    // with AVX-512) at decode of one or two tokens split each activation into two int8 digits
-    // (matmul_split_int8.cpp; within 3.1e-5 · max|x_g| of x) and use integer dot products.
-    // false: the f32 kernels.
+    // with AVX-512 VNNI or AVX-VNNI) at decode of one or two tokens split each activation into two
+    // int8 digits (matmul_split_int8.cpp; within 3.1e-5 · max|x_g| of x) and use integer dot
+    // products. false: the f32 kernels.
     bool split_int8_activations = true;
     // A decode's split-int8 digits are made on the calling thread below this many activations
     // (tokens x columns), else on the pool (cpu_backend.cpp, prepare_decode, says why).
@@ -79,9 +79,12 @@ struct CpuTuning {
     // one pass. Against the f32 register tiles on the lent Xeon held to them (session 30, run
     // 146, paired steps): 3 sequences 7-8% (Qwen2.5-0.5B) and 46-47% (Llama-3.2-1B) faster
     // with AVX2, 17-22% and 67-72% with AVX-VNNI; 4 sequences 2-3% and 36-40%, 7-14% and
-    // 56-57%. Beyond four the shapes pull apart (runs 145, 147: Llama-3.2-1B 5-8 sequences
-    // 14-46% faster through the kernel, Qwen2.5-0.5B 5-16 12-24% slower), so the tiles keep them.
-    std::int64_t split_int8_decode_max_tokens_256 = 4;
+    // 56-57%. Beyond four the shapes had pulled apart (runs 145, 147: Qwen2.5-0.5B 5-16
+    // sequences 12-24% slower) until the group factors lost their scalar tail (session 31,
+    // Qwen's rows have 14 groups): then (run 152, B = up to 16 against A = up to 4) with AVX-VNNI
+    // 6, 8 and 16 sequences of 4-bit Qwen 14-17% and Llama 13-43% faster, 8-bit 0-10% and
+    // 9-38%; with AVX2 4-bit 1-7% and 3-30%. So up to 16; 17 and more keep the tiles.
+    std::int64_t split_int8_decode_max_tokens_256 = 16;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
     // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
     // changed that: on a 2-vCPU Zen 4 (session 29, paired steps) 8-bit batches of 3 decoded
@@ -108,12 +111,17 @@ struct CpuTuning {
     // through the f32 kernels, 2 tokens 1-6% slower (2-core Sapphire Rapids here; the lent
     // 16-vCPU Xeon, run 47: 3 tokens 17-19% faster). With the block prefetch below, 2 tokens
     // through the tiles were 16-34% faster here but 5-6% slower on the lent Xeon (run 72,
-    // --ab amx-min-tokens=3: B / A 1.051, 1.059), so 2 tokens stay on the f32 kernels.
-    std::int64_t amx_min_tokens = 3;
+    // --ab amx-min-tokens=3: B / A 1.051, 1.059), so 2 tokens stay on the f32 kernels. Since
+    // AVX-512's split-int8 kernel takes three tokens in one pass (session 29), batches of 3
+    // decode steps are faster there than in the tiles: on the lent Xeon (session 31, runs
+    // 148-149, paired steps, B = AMX from 4 tokens) 4-bit 3 sequences 10-18% faster and 8-bit
+    // 8-14% (one case of twelve 5% slower); 4 sequences stay (AMX 7-9% ahead on 4-bit). So
+    // from 4 (a prompt of 3 tokens takes the f32 kernels).
+    std::int64_t amx_min_tokens = 4;
     // 8-bit weights from 3 (was 4: before the block prefetch, 3 tokens were 3-12% slower for
     // Llama-3.2-1B). With it, 3 tokens through the tiles on the lent Xeon (runs 72-73, paired
     // steps): +5-11% (B / A 0.903-0.939 for --ab amx-8bit-min-tokens=4, 0.987-1.008 for
-    // none); 2 tokens 8% slower (run 72), so not from 2.
+    // none); 2 tokens 8% slower (run 72), so not from 2. (amx_min_tokens now starts both at 4.)
     std::int64_t amx_8bit_min_tokens = 3;
     // A batch of decode steps (Backend::set_rows_are_decode_steps) splits its activations for
     // the AMX tiles into two int8 digits (split_int8::kGemvDigits, within 3.1e-5 · max|x_g|, the
