@@ -152,6 +152,11 @@ inline void store_block(const DigitPlan& plan, const float* xb, float inv, float
     store_digits(plan, _mm512_permutex2var_ps(a, odd_index, b), vinv, vstep, odd);
 }
 
+inline void store_block8(const float* xb, float inv, float step, std::int8_t* dst) {
+    store_digits(kGemvDigits, _mm512_loadu_ps(xb), _mm512_set1_ps(inv), _mm512_set1_ps(step), dst,
+                 kChunk8Elems);
+}
+
 #include "model/cpu/matmul_split_int8_quantize-inl.hpp"
 
 }  // namespace
@@ -163,37 +168,7 @@ void split_avx512(const DigitPlan& plan, const WeightMatrix& w, const float* x, 
 
 void split8_avx512(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                    std::int8_t* digits, float* unit, float* sum) {
-    const std::int64_t group = w.group_size;
-    const std::int64_t n_groups = w.cols / group;
-    const std::int64_t token_bytes = token_bytes8(w);
-    for (std::int64_t i = begin; i < end; ++i) {
-        const std::int64_t t = i / n_groups, g = i % n_groups;
-        const float* xg = x + i * group;
-        float m = 0.0f, s = 0.0f;
-        group_max_sum(xg, group, m, s);
-        const float step = m / 127.0f;
-        unit[i] = step * kUnitInSteps;
-        sum[i] = s;
-        const __m512 vinv = _mm512_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-        const __m512 vstep = _mm512_set1_ps(step);
-        std::int8_t* token = digits + t * token_bytes;
-        for (std::int64_t e = 0; e < group; e += 16) {
-            const std::int64_t element = g * group + e;  // in the row, in element order
-            std::int8_t* at =
-                token + element / kChunk8Elems * kChunk8DigitBytes + element % kChunk8Elems;
-            store_digits(kGemvDigits, _mm512_loadu_ps(xg + e), vinv, vstep, at, kChunk8Elems);
-        }
-        // A half last chunk (rows of 32 x odd columns): its missing codes load as zero, and
-        // zero digits keep the sums exact whatever they would meet.
-        if (g == n_groups - 1 && w.cols % kChunk8Elems != 0) {
-            std::int8_t* last = token + (w.cols / kChunk8Elems) * kChunk8DigitBytes;
-            const std::int64_t used = w.cols % kChunk8Elems;
-            for (int k = 0; k < kDigits; ++k) {
-                std::memset(last + k * kChunk8Elems + used, 0,
-                            static_cast<std::size_t>(kChunk8Elems - used));
-            }
-        }
-    }
+    split8_groups<store_block8>(w, x, begin, end, digits, unit, sum);
 }
 
 // A chunk's digits: kDigits x (even elements, odd ones).

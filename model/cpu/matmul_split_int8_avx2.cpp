@@ -104,6 +104,11 @@ inline void store_block(const DigitPlan& plan, const float* xb, float inv, float
     store_digits(plan, deinterleave(a, b, true), deinterleave(c, d, true), vinv, vstep, odd);
 }
 
+inline void store_block8(const float* xb, float inv, float step, std::int8_t* dst) {
+    store_digits(kGemvDigits, _mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_set1_ps(inv),
+                 _mm256_set1_ps(step), dst, kChunk8Elems);
+}
+
 #include "model/cpu/matmul_split_int8_quantize-inl.hpp"
 
 // 8 scales (or biases) from element `index` of an F32/F16/BF16 array.
@@ -113,43 +118,6 @@ inline __m256 load_affine8(DType dtype, const void* base, std::int64_t index) {
         reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(base) + index));
     if (dtype == DType::kF16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-// split8_avx512's digits, bit for bit: 8-bit rows' groups [begin, end), in element order.
-inline void split8_groups(const WeightMatrix& w, const float* x, std::int64_t begin,
-                          std::int64_t end, std::int8_t* digits, float* unit, float* sum) {
-    const std::int64_t group = w.group_size;
-    const std::int64_t n_groups = w.cols / group;
-    const std::int64_t token_bytes = token_bytes8(w);
-    for (std::int64_t i = begin; i < end; ++i) {
-        const std::int64_t t = i / n_groups, g = i % n_groups;
-        const float* xg = x + i * group;
-        float m = 0.0f, s = 0.0f;
-        group_max_sum(xg, group, m, s);
-        const float step = m / 127.0f;
-        unit[i] = step * kUnitInSteps;
-        sum[i] = s;
-        const __m256 vinv = _mm256_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-        const __m256 vstep = _mm256_set1_ps(step);
-        std::int8_t* token = digits + t * token_bytes;
-        for (std::int64_t e = 0; e < group; e += 16) {
-            const std::int64_t element = g * group + e;  // in the row
-            std::int8_t* at =
-                token + element / kChunk8Elems * kChunk8DigitBytes + element % kChunk8Elems;
-            store_digits(kGemvDigits, _mm256_loadu_ps(xg + e), _mm256_loadu_ps(xg + e + 8), vinv,
-                         vstep, at, kChunk8Elems);
-        }
-        // A half last chunk: zero digits past the row (the kernels never read them; zero keeps
-        // the layout the AVX-512 quantizer's).
-        if (g == n_groups - 1 && w.cols % kChunk8Elems != 0) {
-            std::int8_t* last = token + (w.cols / kChunk8Elems) * kChunk8DigitBytes;
-            const std::int64_t used = w.cols % kChunk8Elems;
-            for (int k = 0; k < kDigits; ++k) {
-                std::memset(last + k * kChunk8Elems + used, 0,
-                            static_cast<std::size_t>(kChunk8Elems - used));
-            }
-        }
-    }
 }
 
 // The first n (<= 8) floats at p, zeros in the other lanes; nothing past them is read.
@@ -347,7 +315,7 @@ void split_avx2(const DigitPlan& plan, const WeightMatrix& w, const float* x, st
 
 void split8_avx2(const WeightMatrix& w, const float* x, std::int64_t begin, std::int64_t end,
                  std::int8_t* digits, float* unit, float* sum) {
-    avx2_detail::split8_groups(w, x, begin, end, digits, unit, sum);
+    avx2_detail::split8_groups<avx2_detail::store_block8>(w, x, begin, end, digits, unit, sum);
 }
 HWY_POP_ATTRIBUTES
 
