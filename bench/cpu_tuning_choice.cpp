@@ -46,6 +46,7 @@ const AbKnob kAbKnobs[] = {
     {"split-int8-max-tokens", nullptr, &Tuning::split_int8_max_tokens, 1},
     {"split-int8-decode-max-tokens", nullptr, &Tuning::split_int8_decode_max_tokens, 1},
     {"split-int8-decode-max-tokens-256", nullptr, &Tuning::split_int8_decode_max_tokens_256, 1},
+    {"split-int8-decode-max-tokens-neon", nullptr, &Tuning::split_int8_decode_max_tokens_neon, 1},
     {"split-int8-pair", &Tuning::split_int8_pair},
     {"split-int8-four", &Tuning::split_int8_four},
     {"split-int8-decode-8bit", &Tuning::split_int8_decode_8bit},

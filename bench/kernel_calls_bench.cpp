@@ -1,11 +1,13 @@
-// One-token decode matmuls on an MLX 4-bit (g64) matrix, on one thread, and nothing else: a
+// Decode matmuls (one token, or --tokens decode steps) on an MLX 4-bit (g64) matrix, on one
+// thread, and nothing else: a
 // fixed amount of kernel work whose instructions can be counted where time cannot be measured
 // (scripts/count_arm64_instructions.sh runs it under qemu-user for 64-bit Arm), or counted with
 // `perf stat` on a real CPU. Prints the seconds per call as well, which under emulation mean
 // nothing.
 //
-// usage: kernel_calls_bench [--rows N] [--cols N] [--calls N] [--f32]
-//   --f32: the f32 grouped kernel instead of split-int8 activations (where the CPU has them)
+// usage: kernel_calls_bench [--rows N] [--cols N] [--calls N] [--tokens N] [--f32]
+//   --f32: the f32 kernels instead of split-int8 activations (where the CPU has them)
+//   --tokens: a batch of N decode steps per call (Backend::set_rows_are_decode_steps), 1 to 31
 
 #include <chrono>
 #include <cstdint>
@@ -27,6 +29,7 @@ struct Options {
     std::int64_t rows = 896;
     std::int64_t cols = 896;
     int calls = 1;
+    std::int64_t tokens = 1;
     bool f32 = false;
 };
 
@@ -40,13 +43,16 @@ bool parse(int argc, char** argv, Options& opt) {
             opt.cols = std::atoll(argv[++i]);
         } else if (a == "--calls" && has_value) {
             opt.calls = std::atoi(argv[++i]);
+        } else if (a == "--tokens" && has_value) {
+            opt.tokens = std::atoll(argv[++i]);
         } else if (a == "--f32") {
             opt.f32 = true;
         } else {
             return false;
         }
     }
-    return opt.rows > 0 && opt.cols > 0 && opt.cols % 64 == 0 && opt.calls >= 0;
+    return opt.rows > 0 && opt.cols > 0 && opt.cols % 64 == 0 && opt.calls >= 0 &&
+           opt.tokens >= 1 && opt.tokens <= 31;
 }
 
 }  // namespace
@@ -56,7 +62,7 @@ int main(int argc, char** argv) {
     if (!parse(argc, argv, opt)) {
         std::fprintf(stderr,
                      "usage: kernel_calls_bench [--rows N] [--cols N (multiple of 64)] "
-                     "[--calls N] [--f32]\n");
+                     "[--calls N] [--tokens 1-31] [--f32]\n");
         return 2;
     }
     constexpr std::int64_t kGroup = 64;
@@ -80,23 +86,25 @@ int main(int argc, char** argv) {
     w.scales = scales.data();
     w.biases = biases.data();
 
-    std::vector<float> x(static_cast<std::size_t>(opt.cols)), y(static_cast<std::size_t>(opt.rows));
+    std::vector<float> x(static_cast<std::size_t>(opt.tokens * opt.cols)),
+        y(static_cast<std::size_t>(opt.tokens * opt.rows));
     for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
 
     brigade::model::cpu::CpuTuning tuning;
     tuning.int16_activations = false;
     tuning.split_int8_activations = !opt.f32;
     brigade::model::cpu::CpuBackend backend(brigade::model::BackendOptions{1}, tuning);
+    backend.set_rows_are_decode_steps(true);
     const bool split = !opt.f32 && brigade::model::cpu::split_int8_kernel_supports(w);
 
     const auto t0 = std::chrono::steady_clock::now();
-    for (int c = 0; c < opt.calls; ++c) backend.matmul(w, x.data(), 1, y.data());
+    for (int c = 0; c < opt.calls; ++c) backend.matmul(w, x.data(), opt.tokens, y.data());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double check = 0;
     for (float v : y) check += v;
-    std::printf("%s %lldx%lld q4g64, %d call(s): %.3g s per call (checksum %.6g)\n",
+    std::printf("%s %lldx%lld q4g64, %lld token(s), %d call(s): %.3g s per call (checksum %.6g)\n",
                 split ? "split-int8" : "f32", static_cast<long long>(opt.rows),
-                static_cast<long long>(opt.cols), opt.calls, opt.calls > 0 ? s / opt.calls : 0.0,
-                check);
+                static_cast<long long>(opt.cols), static_cast<long long>(opt.tokens), opt.calls,
+                opt.calls > 0 ? s / opt.calls : 0.0, check);
     return 0;
 }

@@ -315,7 +315,8 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         variant == SplitInt8Variant::kAvx512Vnni ? tuning_.split_int8_decode_max_tokens
         : variant == SplitInt8Variant::kAvxVnni || variant == SplitInt8Variant::kAvx2
             ? tuning_.split_int8_decode_max_tokens_256
-            : 0;  // Arm: not measured
+        : variant == SplitInt8Variant::kNeonDot ? tuning_.split_int8_decode_max_tokens_neon
+                                                : 0;
     if (split_int8 && decode_steps_ &&
         (w.bits == 4 || (w.bits == 8 && tuning_.split_int8_decode_8bit)) && n <= decode_limit) {
         return take_split_int8();

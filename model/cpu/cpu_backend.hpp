@@ -85,6 +85,11 @@ struct CpuTuning {
     // 6, 8 and 16 sequences of 4-bit Qwen 14-17% and Llama 13-43% faster, 8-bit 0-10% and
     // 9-38%; with AVX2 4-bit 1-7% and 3-30%. So up to 16; 17 and more keep the tiles.
     std::int64_t split_int8_decode_max_tokens_256 = 16;
+    // The same for Arm's sdot kernel, which has the same 1-4 token passes. 0: decode batches
+    // of 3 and more keep the f32 register tiles, as no Arm machine was at hand to measure the
+    // kernel against them (on the x86 stand-ins above the pass won from 3 tokens up);
+    // `engine_bench --ab split-int8-decode-max-tokens-neon=16` on an Arm machine measures it.
+    std::int64_t split_int8_decode_max_tokens_neon = 0;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
     // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
     // changed that: on a 2-vCPU Zen 4 (session 29, paired steps) 8-bit batches of 3 decoded

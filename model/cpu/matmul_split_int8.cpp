@@ -528,8 +528,7 @@ void split_activations_int8(SplitInt8Variant variant, const WeightMatrix& w, con
 
 namespace {
 
-// `count` tokens in one pass of `variant`'s kernel, if it has a pass of that many (AVX-512 and
-// the 256-bit kernels: 1-4, Arm: 1-2).
+// `count` tokens in one pass of `variant`'s kernel, if it has a pass of that many (1-4).
 bool gemv_tokens(SplitInt8Variant variant, const WeightMatrix& w,
                  const SplitInt8Activations* const* xs, int count, std::int64_t row_begin,
                  std::int64_t row_end, const WeightVector* bias, float* const* ys) {
@@ -549,7 +548,7 @@ bool gemv_tokens(SplitInt8Variant variant, const WeightMatrix& w,
 #endif
 #if BRIGADE_INT8_NEON_DOT
         case SplitInt8Variant::kNeonDot:
-            if (count > 2) return false;
+            if (count > 4) return false;
             split_int8::gemv_neon_dot(w, xs, count, row_begin, row_end, bias, ys);
             return true;
 #endif

@@ -139,7 +139,7 @@ void gemv_256(bool vnni, const WeightMatrix& w, const SplitInt8Activations* cons
 // the AVX-512 one's f32 operations, its sums in another order.
 void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, std::int64_t begin,
                 std::int64_t end, std::int8_t* digits, float* unit, float* sum);
-// 1 or 2 (`count`) tokens as gemv_avx512 does, on 4-bit rows.
+// 1-4 (`count`) tokens as gemv_avx512 does, on 4-bit rows.
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
                    std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                    float* const* ys);

@@ -322,34 +322,30 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
     }
 }
 
-// A batch of decode steps on 4- and 8-bit weights without AMX takes the AVX-512 split-int8
-// kernel four tokens a pass (a last three in one), then two, then one (the 256-bit kernels too,
-// up to 16 tokens, 8-bit rows only with AVX-VNNI)
-// (CpuTuning::split_int8_decode_max_tokens, split_int8_four, split_int8_decode_8bit): each
-// token gets the bits it gets alone, for 3, 4, 5, 16 and 31 tokens, every group size, 1 and 3
-// threads. Prompt rows of the same batch sizes keep the f32 kernels.
+// A batch of decode steps on 4- and 8-bit weights without AMX takes the split-int8 kernel four
+// tokens a pass (a last three in one), then two, then one: AVX-512's up to 31 tokens, the
+// 256-bit ones up to 16 (Arm's too where asked for), 8-bit rows where the kernel takes them
+// (AVX-512, AVX-VNNI) (CpuTuning::split_int8_decode_max_tokens*, split_int8_four,
+// split_int8_decode_8bit): each token gets the bits it gets alone, for 3, 4, 5, 16 and 31 tokens,
+// every group size, 1 and 3 threads. Prompt rows of the same batch sizes keep the f32 kernels.
 TEST(CpuMatmul, SplitInt8DecodeStepsGiveEachTokenTheBitsOfOneAlone) {
-    // The x86 kernels take decode batches: AVX-512's up to 31 tokens (four a pass), 8-bit rows
-    // too; the 256-bit ones up to 16, 8-bit rows with AVX-VNNI.
-    std::vector<SplitInt8Variant> variants;
-    for (SplitInt8Variant v : split_int8_variants_available()) {
-        if (v == SplitInt8Variant::kAvx512Vnni || v == SplitInt8Variant::kAvxVnni ||
-            v == SplitInt8Variant::kAvx2) {
-            variants.push_back(v);
-        }
-    }
-    if (variants.empty()) GTEST_SKIP() << "no x86 split-int8 kernel: batches keep the f32 kernels";
-    for (SplitInt8Variant variant : variants) {
-        const bool wide = variant == SplitInt8Variant::kAvx512Vnni;
+    if (split_int8_variants_available().empty())
+        GTEST_SKIP() << "no split-int8 kernel: batches keep the f32 kernels";
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
         CpuTuning tuning = split_int8_tuning(variant);
         tuning.amx = false;
+        tuning.split_int8_decode_max_tokens_neon = 16;  // off by default (not measured on Arm)
+        const std::int64_t limit =
+            variant == SplitInt8Variant::kAvx512Vnni ? tuning.split_int8_decode_max_tokens
+            : variant == SplitInt8Variant::kNeonDot  ? tuning.split_int8_decode_max_tokens_neon
+                                                     : tuning.split_int8_decode_max_tokens_256;
         for (int bits : {4, 8}) {
-            if (bits == 8 && variant == SplitInt8Variant::kAvx2) continue;
             for (int group : {32, 64, 128}) {
                 auto w = test::make_quant_weight(bits, group, DType::kBF16, 75, 896,
                                                  70 + group + bits, 0);
+                if (!split_int8_kernel_supports(w.view, variant)) continue;
                 for (const std::int64_t n : {3, 4, 5, 16, 31}) {
-                    if (!wide && n > tuning.split_int8_decode_max_tokens_256) continue;
+                    if (n > limit) continue;
                     const auto x = test::random_floats(static_cast<std::size_t>(n * 896), 13);
                     for (int threads : {1, 3}) {
                         CpuBackend cpu(BackendOptions{threads}, tuning);
