@@ -72,7 +72,7 @@ struct CpuTuning {
     // f32 kernels (with pairs): 3-4 sequences
     // 27-52% faster, 5-8 21-37%, 12-16 19-36%, 24-31 12-37% (Qwen2.5-0.5B and Llama-3.2-1B),
     // so every decode batch below gemm_min_tokens (8-bit ones: split_int8_decode_8bit). The
-    // 256-bit kernels: split_int8_decode_max_tokens_256. NEON was not measured.
+    // 256-bit kernels: split_int8_decode_max_tokens_256, Arm's: split_int8_decode_max_tokens_neon.
     // Prompt rows keep f32 activations.
     std::int64_t split_int8_decode_max_tokens = 31;
     // The same for the 256-bit kernels (AVX2, AVX-VNNI), which take three or four tokens in
@@ -85,11 +85,13 @@ struct CpuTuning {
     // 6, 8 and 16 sequences of 4-bit Qwen 14-17% and Llama 13-43% faster, 8-bit 0-10% and
     // 9-38%; with AVX2 4-bit 1-7% and 3-30%. So up to 16; 17 and more keep the tiles.
     std::int64_t split_int8_decode_max_tokens_256 = 16;
-    // The same for Arm's sdot kernel, which has the same 1-4 token passes. 0: decode batches
-    // of 3 and more keep the f32 register tiles, as no Arm machine was at hand to measure the
-    // kernel against them (on the x86 stand-ins above the pass won from 3 tokens up);
-    // `engine_bench --ab split-int8-decode-max-tokens-neon=16` on an Arm machine measures it.
-    std::int64_t split_int8_decode_max_tokens_neon = 0;
+    // The same for Arm's sdot kernel, which has the same 1-4 token passes. No Arm machine was at
+    // hand to time it; under qemu (session 31, kernel_calls_bench --tokens, one thread, 4-bit
+    // g64) a batch of 3 executed 0.50 of the f32 register tiles' instructions and of 4 0.55-0.57
+    // (896 x 896, 2048 x 2048), but of 8 0.87 (896 x 896), and Apple's cores issue sdot and fmla
+    // alike. So up to 4; `engine_bench --ab split-int8-decode-max-tokens-neon=N` on an Arm
+    // machine measures other limits.
+    std::int64_t split_int8_decode_max_tokens_neon = 4;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
     // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
     // changed that: on a 2-vCPU Zen 4 (session 29, paired steps) 8-bit batches of 3 decoded
