@@ -87,11 +87,12 @@ struct CpuTuning {
     std::int64_t split_int8_decode_max_tokens_256 = 16;
     // The same for Arm's sdot kernel, which has the same 1-4 token passes. No Arm machine was at
     // hand to time it; under qemu (session 31, kernel_calls_bench --tokens, one thread, 4-bit
-    // g64) a batch of 3 executed 0.50 of the f32 register tiles' instructions and of 4 0.55-0.57
-    // (896 x 896, 2048 x 2048), but of 8 0.87 (896 x 896), and Apple's cores issue sdot and fmla
-    // alike. So up to 4; `engine_bench --ab split-int8-decode-max-tokens-neon=N` on an Arm
+    // g64) batches executed this share of the f32 kernels' instructions: 3 tokens 0.50, 4
+    // 0.55-0.57, 8 0.80-0.87, 16 0.70-0.77 (896 x 896, 2048 x 2048), and Apple's cores issue
+    // sdot and fmla alike; on the x86 stand-ins the same limit won in time. So up to 16, like
+    // the 256-bit kernels; `engine_bench --ab split-int8-decode-max-tokens-neon=N` on an Arm
     // machine measures other limits.
-    std::int64_t split_int8_decode_max_tokens_neon = 4;
+    std::int64_t split_int8_decode_max_tokens_neon = 16;
     // ... and 8-bit ones too. With pairs, 8-bit batches of 3-4 had moved by -6% to +14% against
     // the f32 kernels (session 28), so 8-bit stayed out; four tokens a pass (split_int8_four)
     // changed that: on a 2-vCPU Zen 4 (session 29, paired steps) 8-bit batches of 3 decoded

@@ -324,7 +324,7 @@ TEST(CpuMatmul, SplitInt8TwoTokensGiveEachTheBitsOfOneAlone) {
 
 // A batch of decode steps on 4- and 8-bit weights without AMX takes the split-int8 kernel four
 // tokens a pass (a last three in one), then two, then one: AVX-512's up to 31 tokens, the
-// 256-bit ones up to 16 (Arm's up to 4, 16 here), 8-bit rows where the kernel takes them
+// 256-bit and Arm ones up to 16, 8-bit rows where the kernel takes them
 // (AVX-512, AVX-VNNI) (CpuTuning::split_int8_decode_max_tokens*, split_int8_four,
 // split_int8_decode_8bit): each token gets the bits it gets alone, for 3, 4, 5, 16 and 31 tokens,
 // every group size, 1 and 3 threads. Prompt rows of the same batch sizes keep the f32 kernels.
@@ -334,7 +334,6 @@ TEST(CpuMatmul, SplitInt8DecodeStepsGiveEachTokenTheBitsOfOneAlone) {
     for (SplitInt8Variant variant : split_int8_variants_available()) {
         CpuTuning tuning = split_int8_tuning(variant);
         tuning.amx = false;
-        tuning.split_int8_decode_max_tokens_neon = 16;  // 4 by default (not timed on Arm)
         const std::int64_t limit =
             variant == SplitInt8Variant::kAvx512Vnni ? tuning.split_int8_decode_max_tokens
             : variant == SplitInt8Variant::kNeonDot  ? tuning.split_int8_decode_max_tokens_neon
