@@ -414,16 +414,9 @@ void gemv_avx512_tokens(const WeightMatrix& w, const SplitInt8Activations* const
 void gemv_avx512(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
                  std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                  float* const* ys) {
-    switch (count) {
-        case 1:
-            return gemv_avx512_tokens<1>(w, xs, row_begin, row_end, bias, ys);
-        case 2:
-            return gemv_avx512_tokens<2>(w, xs, row_begin, row_end, bias, ys);
-        case 3:
-            return gemv_avx512_tokens<3>(w, xs, row_begin, row_end, bias, ys);
-        default:
-            return gemv_avx512_tokens<4>(w, xs, row_begin, row_end, bias, ys);
-    }
+    with_token_count(count, [&](auto t) {
+        gemv_avx512_tokens<decltype(t)::value>(w, xs, row_begin, row_end, bias, ys);
+    });
 }
 
 }  // namespace split_int8

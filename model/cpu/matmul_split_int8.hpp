@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "model/cpu/kernels.hpp"
 #include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, the CPU feature checks
@@ -76,6 +77,22 @@ inline void zero_padding(const WeightMatrix& w, const DigitPlan& plan, std::int8
     std::int8_t* base = token + (n_chunks(w) - 1) * plan.chunk_bytes();
     for (int half = 0; half < 2 * plan.count; ++half) {
         std::memset(base + half * 64 + used_bytes, 0, static_cast<std::size_t>(64 - used_bytes));
+    }
+}
+
+// fn(std::integral_constant<int, T>{}) for T = count, 1-4 (more counts as 4): the one place a
+// kernel family's token count becomes its template argument.
+template <class Fn>
+void with_token_count(int count, Fn&& fn) {
+    switch (count) {
+        case 1:
+            return fn(std::integral_constant<int, 1>{});
+        case 2:
+            return fn(std::integral_constant<int, 2>{});
+        case 3:
+            return fn(std::integral_constant<int, 3>{});
+        default:
+            return fn(std::integral_constant<int, 4>{});
     }
 }
 

@@ -97,14 +97,7 @@ void gemv_tokens_of(const WeightMatrix& w, const SplitInt8Activations* const* xa
 inline void gemv_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa, int count,
                         std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                         float* const* y) {
-    switch (count) {
-        case 1:
-            return gemv_tokens_of<1>(w, xa, row_begin, row_end, bias, y);
-        case 2:
-            return gemv_tokens_of<2>(w, xa, row_begin, row_end, bias, y);
-        case 3:
-            return gemv_tokens_of<3>(w, xa, row_begin, row_end, bias, y);
-        default:
-            return gemv_tokens_of<4>(w, xa, row_begin, row_end, bias, y);
-    }
+    with_token_count(count, [&](auto t) {
+        gemv_tokens_of<decltype(t)::value>(w, xa, row_begin, row_end, bias, y);
+    });
 }

@@ -153,6 +153,8 @@ inline void pass_factors(const Tile& m, const SplitInt8Activations* const* xa, s
         for (std::int64_t g = 0; g < count; g += 8) {
             // A last 1-7 groups take zeros in the other lanes (zero factors, zero bias terms):
             // a scalar tail cost Qwen2.5-0.5B's rows of 14 groups a sixth of a tile's work.
+            // Both loads stop at the n-th element (the arrays may end there); either side's
+            // zeros alone would keep the sums right.
             const std::int64_t n = std::min<std::int64_t>(8, count - g);
             const __m256 scale = load_affine_first(w.scale_dtype, w.scales, at + g, n);
             const __m256 bias = load_affine_first(w.scale_dtype, w.biases, at + g, n);
@@ -290,16 +292,9 @@ void gemv8_tokens_of(const WeightMatrix& w, const SplitInt8Activations* const* x
 inline void gemv8_tokens(const WeightMatrix& w, const SplitInt8Activations* const* xa, int count,
                          std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                          float* const* y) {
-    switch (count) {
-        case 1:
-            return gemv8_tokens_of<1>(w, xa, row_begin, row_end, bias, y);
-        case 2:
-            return gemv8_tokens_of<2>(w, xa, row_begin, row_end, bias, y);
-        case 3:
-            return gemv8_tokens_of<3>(w, xa, row_begin, row_end, bias, y);
-        default:
-            return gemv8_tokens_of<4>(w, xa, row_begin, row_end, bias, y);
-    }
+    with_token_count(count, [&](auto t) {
+        gemv8_tokens_of<decltype(t)::value>(w, xa, row_begin, row_end, bias, y);
+    });
 }
 
 }  // namespace brigade::model::cpu::split_int8::avx_vnni

@@ -201,16 +201,9 @@ void split_neon(const DigitPlan& plan, const WeightMatrix& w, const float* x, st
 void gemv_neon_dot(const WeightMatrix& w, const SplitInt8Activations* const* xs, int count,
                    std::int64_t row_begin, std::int64_t row_end, const WeightVector* bias,
                    float* const* ys) {
-    switch (count) {
-        case 1:
-            return gemv_tokens<1>(w, xs, row_begin, row_end, bias, ys);
-        case 2:
-            return gemv_tokens<2>(w, xs, row_begin, row_end, bias, ys);
-        case 3:
-            return gemv_tokens<3>(w, xs, row_begin, row_end, bias, ys);
-        default:
-            return gemv_tokens<4>(w, xs, row_begin, row_end, bias, ys);
-    }
+    with_token_count(count, [&](auto t) {
+        gemv_tokens<decltype(t)::value>(w, xs, row_begin, row_end, bias, ys);
+    });
 }
 
 }  // namespace brigade::model::cpu::split_int8

@@ -402,6 +402,44 @@ TEST(SplitInt8, WideRowsQuantizedOverThePoolGiveTheSameBits) {
     }
 }
 
+// Every count of groups per row from 1 to 17 (a pass's factors in vectors of 8 or 16 groups,
+// the last ones partial), one token and a batch of three decode steps: within the digits'
+// bound of the reference.
+TEST(SplitInt8, EveryGroupCountPerRowMatchesTheReference) {
+    SKIP_WITHOUT_VNNI();
+    auto ref = make_backend(BackendKind::kReference).value();
+    const std::int64_t rows = 5;
+    for (SplitInt8Variant variant : split_int8_variants_available()) {
+        CpuTuning tuning = split_tuning(variant);
+        tuning.amx = false;
+        CpuBackend cpu(BackendOptions{1}, tuning);
+        cpu.set_rows_are_decode_steps(true);
+        for (int group : {32, 64}) {
+            for (std::int64_t n_groups = 1; n_groups <= 17; ++n_groups) {
+                const std::int64_t cols = n_groups * group;
+                const auto w = test::make_quant_weight(4, group, DType::kBF16, rows, cols,
+                                                       static_cast<std::uint32_t>(n_groups), 0);
+                for (const std::int64_t n : {1, 3}) {
+                    const auto x = test::random_floats(static_cast<std::size_t>(n * cols), 7);
+                    std::vector<float> y(static_cast<std::size_t>(n * rows), NAN);
+                    cpu.matmul(w.view, x.data(), n, y.data());
+                    for (std::int64_t t = 0; t < n; ++t) {
+                        const std::vector<float> xt(x.begin() + t * cols,
+                                                    x.begin() + (t + 1) * cols);
+                        std::vector<float> expect(rows);
+                        ref->matmul(w.view, xt.data(), 1, expect.data());
+                        for (std::int64_t r = 0; r < rows; ++r) {
+                            EXPECT_NEAR(y[t * rows + r], expect[r], gemv_tolerance(w, xt, r))
+                                << split_int8_variant_name(variant) << " group=" << group
+                                << " groups=" << n_groups << " n=" << n << " t=" << t << " r=" << r;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 // Weights are memory-mapped: a row ending a file's last page must not be read past. The codes
 // of a 96-column matrix (48 bytes a row, a short last chunk) end where an inaccessible page
 // begins; a read past them faults.
