@@ -34,16 +34,17 @@
 //
 //     A = S0·2^7 + S1,
 //
-// exact in int32 (|S0| <= 8·15·127): 4 vpdpbusd, a shift and an add, then one conversion, one
-// permute of the group factors and one FMA per lane; 12 instructions with the nibble split,
+// exact in int32 (|S0| <= 8·15·127): 4 vpdpbusd and a shift (the second digit's chain starts
+// from the first's, shifted), then one conversion, one permute of the group factors and one FMA
+// per lane; 11 instructions with the nibble split,
 // against 18 with four digits and about 25 in the f32 lookup kernel. A's last place is worth
 // `unit` = step · 2^-7, so each lane adds A · scale · unit of its group. The bias term uses the
 // exact f32 sums of x, as in matmul_grouped.cpp.
 //
 // 8-bit rows (AVX-512 and AVX-VNNI, dot8_tile): a code is a whole byte, so each lane's 4 codes meet
 // their 4 elements' digits in element order (chunks of 64 elements, split8_avx512), and
-// |S0| <= 4·255·127 still leaves room for A = S0·2^7 + S1 in one chain: 2 vpdpbusd, a shift and
-// an add per 64 code bytes and row. With four digits (session 12, two chains) this was faster
+// |S0| <= 4·255·127 still leaves room for A = S0·2^7 + S1 in one chain: 2 vpdpbusd and a shift
+// per 64 code bytes and row. With four digits (session 12, two chains) this was faster
 // on short rows only and 8-bit kept the f32 kernel; with two, on the lent Xeon one sequence of
 // Qwen2.5-0.5B and Llama-3.2-1B 8-bit decoded 14% and 10% faster (medians of five alternated
 // rounds), two sequences 31% and 25% (run 116); on a Zen 4 x1 +0-9%, x2 +10-39%. From cache,
@@ -179,15 +180,15 @@ struct ChunkDigits {
     }
 };
 
-// A = S0 · 2^7 + S1 for one chunk of 64 code bytes (its low and high nibbles): a chain per digit,
-// joined by a shift and an add.
+// A = S0 · 2^7 + S1 for one chunk of 64 code bytes (its low and high nibbles): the first digit's
+// chain, shifted, is where the second digit's chain starts (the same integers as two chains
+// joined by a shift and an add, one instruction fewer).
 HWY_INLINE __m512i chunk_sum(__m512i lo, __m512i hi, const ChunkDigits& d) {
-    const __m512i zero = _mm512_setzero_si512();
-    __m512i a = _mm512_dpbusd_epi32(zero, lo, d.v[0]);
-    __m512i b = _mm512_dpbusd_epi32(zero, lo, d.v[2]);
+    __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, d.v[0]);
     a = _mm512_dpbusd_epi32(a, hi, d.v[1]);
-    b = _mm512_dpbusd_epi32(b, hi, d.v[3]);
-    return _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[1] - kPosition[0]), b);
+    __m512i sum =
+        _mm512_dpbusd_epi32(_mm512_slli_epi32(a, kPosition[1] - kPosition[0]), lo, d.v[2]);
+    return _mm512_dpbusd_epi32(sum, hi, d.v[3]);
 }
 
 // The start of a pass over groups [g0, g0 + count) of R rows for T tokens: factor[t][i][g] =
@@ -313,7 +314,8 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
 
 // The 8-bit form of dot_tile: chunks of 64 code bytes (64 elements, one group of 64, half one
 // of 128 or two of 32), each lane's 4 codes against its 4 elements' digits in element order:
-// A = S0 · 2^7 + S1 from 2 vpdpbusd (|S0| <= 4·255·127 leaves room). SHARED: groups of 32
+// A = S0 · 2^7 + S1 from 2 vpdpbusd, the second starting from the first's sums shifted
+// (|S0| <= 4·255·127 leaves room). SHARED: groups of 32
 // (lanes 0-7 and 8-15 take their factors through a permute).
 template <int R, bool SHARED, int T>
 HWY_NOINLINE void dot8_tile(const Tile& m, const SplitInt8Activations* const* xa, std::int64_t r0,
@@ -362,11 +364,9 @@ HWY_NOINLINE void dot8_tile(const Tile& m, const SplitInt8Activations* const* xa
                     const __m512 scale =
                         SHARED ? _mm512_permutexvar_ps(lane_group, _mm512_loadu_ps(fac))
                                : _mm512_set1_ps(*fac);
-                    const __m512i zero = _mm512_setzero_si512();
-                    const __m512i a = _mm512_dpbusd_epi32(zero, v[i], d0);
-                    const __m512i b = _mm512_dpbusd_epi32(zero, v[i], d1);
-                    const __m512i sum =
-                        _mm512_add_epi32(_mm512_slli_epi32(a, kPosition[1] - kPosition[0]), b);
+                    const __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[i], d0);
+                    const __m512i sum = _mm512_dpbusd_epi32(
+                        _mm512_slli_epi32(a, kPosition[1] - kPosition[0]), v[i], d1);
                     f[t][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, f[t][i]);
                 }
             }

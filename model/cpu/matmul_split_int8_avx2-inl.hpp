@@ -3,6 +3,8 @@
 // namespace defines
 //   dot_nibbles(lo, hi, d_lo, d_hi)   per i32 lane, the sums of its 4 bytes' lo · d_lo plus its
 //                                     4 bytes' hi · d_hi (u8 codes x s8 digits, exact)
+//   dot_nibbles_onto(acc, lo, ...)    acc + dot_nibbles(lo, ...) (with VNNI, the chain starts
+//                                     from acc: no add)
 // and makes the shared helpers (pass_factors, hsum) visible. No include guard: each variant
 // includes it once.
 
@@ -10,8 +12,8 @@
 // half-chunk's offset within its chunk (digit k even at d + 128k, odd at d + 128k + 64).
 inline __m256i half_chunk_sum(__m256i lo, __m256i hi, const std::int8_t* d) {
     const __m256i a = dot_nibbles(lo, hi, d, d + 64);
-    const __m256i b = dot_nibbles(lo, hi, d + 128, d + 192);
-    return _mm256_add_epi32(_mm256_slli_epi32(a, kPosition[1] - kPosition[0]), b);
+    return dot_nibbles_onto(_mm256_slli_epi32(a, kPosition[1] - kPosition[0]), lo, hi, d + 128,
+                            d + 192);
 }
 
 // out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]), without the rows' additive

@@ -185,6 +185,11 @@ inline __m256i dot_nibbles(__m256i lo, __m256i hi, const std::int8_t* d_lo,
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+inline __m256i dot_nibbles_onto(__m256i acc, __m256i lo, __m256i hi, const std::int8_t* d_lo,
+                                const std::int8_t* d_hi) {
+    return _mm256_add_epi32(acc, dot_nibbles(lo, hi, d_lo, d_hi));
+}
+
 #include "model/cpu/matmul_split_int8_avx2-inl.hpp"
 
 }  // namespace brigade::model::cpu::split_int8::avx2_plain
@@ -195,11 +200,16 @@ HWY_PUSH_ATTRIBUTES("avx,avx2,fma,f16c,avxvnni")
 namespace brigade::model::cpu::split_int8::avx_vnni {
 using namespace avx2_detail;
 
-inline __m256i dot_nibbles(__m256i lo, __m256i hi, const std::int8_t* d_lo,
-                           const std::int8_t* d_hi) {
+inline __m256i dot_nibbles_onto(__m256i acc, __m256i lo, __m256i hi, const std::int8_t* d_lo,
+                                const std::int8_t* d_hi) {
     const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_lo));
     const __m256i d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_hi));
-    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, d0), hi, d1);
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, d0), hi, d1);
+}
+
+inline __m256i dot_nibbles(__m256i lo, __m256i hi, const std::int8_t* d_lo,
+                           const std::int8_t* d_hi) {
+    return dot_nibbles_onto(_mm256_setzero_si256(), lo, hi, d_lo, d_hi);
 }
 
 #include "model/cpu/matmul_split_int8_avx2-inl.hpp"
