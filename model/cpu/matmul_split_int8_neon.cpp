@@ -114,7 +114,7 @@ inline float32x4_t load_affine_first(DType dtype, const void* base, std::int64_t
 
 // A = S0 · 2^7 + S1 for 16 code bytes (their low and high nibbles) and the matching digits
 // (d[2k]: digit k's even elements, d[2k + 1]: its odd ones), a chain per digit joined by a
-// multiply-add (a shift and an add on x86's chunk_sum).
+// multiply-add (one instruction, as the shift that starts x86's second chain is).
 inline int32x4_t step_sum(int8x16_t lo, int8x16_t hi, const int8x16_t (&d)[2 * kDigits]) {
     const int32x4_t zero = vdupq_n_s32(0);
     int32x4_t a = vdotq_s32(zero, lo, d[0]);
