@@ -279,7 +279,7 @@ CpuBackend::DecodeInput CpuBackend::plan_decode(const WeightMatrix& w, const flo
         return in;
     }
     if (amx_batch && tuning_.split_int8_activations && amx_kernel_supports(w) &&
-        (w.bits != 8 || n >= tuning_.amx_8bit_min_tokens)) {
+        (w.bits != 8 || !decode_steps_ || n >= tuning_.amx_8bit_min_tokens)) {
         const int digits = tuning_.amx_decode_two_digits && decode_steps_ ? 2 : 4;
         const auto staging = static_cast<std::size_t>(amx_staging_bytes(w, n, digits));
         if (s.digits.size() < staging) s.digits.resize(staging);

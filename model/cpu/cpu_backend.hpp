@@ -126,11 +126,13 @@ struct CpuTuning {
     // 8-14% (one case of twelve 5% slower); 4 sequences stay (AMX 7-9% ahead on 4-bit). So
     // from 4 (a prompt of 3 tokens takes the f32 kernels).
     std::int64_t amx_min_tokens = 4;
-    // 8-bit weights from 3 (was 4: before the block prefetch, 3 tokens were 3-12% slower for
-    // Llama-3.2-1B). With it, 3 tokens through the tiles on the lent Xeon (runs 72-73, paired
-    // steps): +5-11% (B / A 0.903-0.939 for --ab amx-8bit-min-tokens=4, 0.987-1.008 for
-    // none); 2 tokens 8% slower (run 72), so not from 2. (amx_min_tokens now starts both at 4.)
-    std::int64_t amx_8bit_min_tokens = 3;
+    // Decode steps on 8-bit weights from this many (prompts from amx_min_tokens). Since
+    // AVX-512's split-int8 pass takes 4 tokens at once and 8-bit rows (session 29), 4 decode
+    // steps are faster there than in the tiles: on the lent Xeon (session 32, runs 162-163,
+    // paired steps, B = split-int8) B / A 1.001-1.056 in 10 of 10 pairs, Qwen2.5-0.5B and
+    // Llama-3.2-1B; 5 steps 0.941-0.995 and 6 0.831-0.890 (the tiles ahead), so from 5.
+    // (Before the pass, 3 tokens had been 5-11% faster in the tiles, runs 72-73.)
+    std::int64_t amx_8bit_min_tokens = 5;
     // A batch of decode steps (Backend::set_rows_are_decode_steps) splits its activations for
     // the AMX tiles into two int8 digits (split_int8::kGemvDigits, within 3.1e-5 · max|x_g|, the
     // one- and two-token GEMV's precision) instead of four: 16 / 2 = 8 tokens share a narrow

@@ -58,7 +58,8 @@ TEST(CpuMatmul, DecodeKernelsAmxAllFormatsAndThreadCounts) {
 void expect_amx_rows_split_and_alone(bool decode_steps) {
     CpuTuning tuning;
     tuning.int16_activations = false;
-    tuning.amx_min_tokens = 3;  // 3 decode steps take AVX-512's split-int8 pass by default
+    tuning.amx_min_tokens = 3;       // 3 decode steps take AVX-512's split-int8 pass by default
+    tuning.amx_8bit_min_tokens = 3;  // and 8-bit ones up to 4
     struct Shape {
         std::int64_t rows, cols;
     };
