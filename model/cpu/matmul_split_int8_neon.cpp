@@ -113,15 +113,14 @@ inline float32x4_t load_affine_first(DType dtype, const void* base, std::int64_t
 }
 
 // A = S0 · 2^7 + S1 for 16 code bytes (their low and high nibbles) and the matching digits
-// (d[2k]: digit k's even elements, d[2k + 1]: its odd ones), a chain per digit joined by a
-// multiply-add (one instruction, as the shift that starts x86's second chain is).
+// (d[2k]: digit k's even elements, d[2k + 1]: its odd ones): the first digit's chain, shifted,
+// is where the second digit's starts (as on x86; two chains joined by a multiply-add took a
+// zeroed register more per row and step: 3-10% more instructions under qemu).
 inline int32x4_t step_sum(int8x16_t lo, int8x16_t hi, const int8x16_t (&d)[2 * kDigits]) {
-    const int32x4_t zero = vdupq_n_s32(0);
-    int32x4_t a = vdotq_s32(zero, lo, d[0]);
-    int32x4_t b = vdotq_s32(zero, lo, d[2]);
+    int32x4_t a = vdotq_s32(vdupq_n_s32(0), lo, d[0]);
     a = vdotq_s32(a, hi, d[1]);
-    b = vdotq_s32(b, hi, d[3]);
-    return vmlaq_n_s32(b, a, 1 << (kPosition[1] - kPosition[0]));
+    int32x4_t sum = vdotq_s32(vshlq_n_s32(a, kPosition[1] - kPosition[0]), lo, d[2]);
+    return vdotq_s32(sum, hi, d[3]);
 }
 
 // out[t][i] = row r0 + i · x_t for R rows and T tokens (xa[t]), without the rows' additive
