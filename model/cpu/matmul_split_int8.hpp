@@ -80,6 +80,17 @@ inline void zero_padding(const WeightMatrix& w, const DigitPlan& plan, std::int8
     }
 }
 
+// Copies the first n elements of a scale or bias array (F32, F16 or BF16) from element `index`
+// on into `dst` (zeroed by the caller, room for them), for a kernel's short last vector of
+// group factors to load from: zeros in the other lanes, and nothing past the array read.
+inline void copy_affine_first(DType dtype, const void* base, std::int64_t index, std::int64_t n,
+                              unsigned char* dst) {
+    const std::size_t elem = dtype == DType::kF32 ? 4 : 2;
+    std::memcpy(dst,
+                static_cast<const unsigned char*>(base) + static_cast<std::size_t>(index) * elem,
+                static_cast<std::size_t>(n) * elem);
+}
+
 // fn(std::integral_constant<int, T>{}) for T = count, 1-4 (more counts as 4): the one place a
 // kernel family's token count becomes its template argument.
 template <class Fn>

@@ -25,7 +25,6 @@
 // on each element), the f32 group sums in another order; for 8-bit rows too.
 
 #include <algorithm>
-#include <cstring>
 
 #include "model/cpu/matmul_split_int8.hpp"
 #include "model/cpu/tile_prefetch.hpp"
@@ -131,11 +130,8 @@ inline __m256 load_first(const float* p, std::int64_t n) {
 // read.
 inline __m256 load_affine_first(DType dtype, const void* base, std::int64_t index, std::int64_t n) {
     if (n == 8) return load_affine8(dtype, base, index);
-    const std::size_t elem = dtype == DType::kF32 ? 4 : 2;
     alignas(32) unsigned char first[32] = {};
-    std::memcpy(first,
-                static_cast<const unsigned char*>(base) + static_cast<std::size_t>(index) * elem,
-                static_cast<std::size_t>(n) * elem);
+    copy_affine_first(dtype, base, index, n, first);
     return load_affine8(dtype, first, 0);
 }
 

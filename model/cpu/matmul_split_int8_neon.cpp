@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "model/cpu/tile_prefetch.hpp"
 
@@ -104,11 +103,8 @@ inline float32x4_t load_first(const float* p, std::int64_t n) {
 inline float32x4_t load_affine_first(DType dtype, const void* base, std::int64_t index,
                                      std::int64_t n) {
     if (n == 4) return load_affine(dtype, base, index);
-    const std::size_t elem = dtype == DType::kF32 ? 4 : 2;
     alignas(16) unsigned char first[16] = {};
-    std::memcpy(first,
-                static_cast<const unsigned char*>(base) + static_cast<std::size_t>(index) * elem,
-                static_cast<std::size_t>(n) * elem);
+    copy_affine_first(dtype, base, index, n, first);
     return load_affine(dtype, first, 0);
 }
 
