@@ -128,9 +128,9 @@ struct CpuTuning {
     std::int64_t amx_min_tokens = 4;
     // Decode steps on 8-bit weights from this many (prompts from amx_min_tokens). Since
     // AVX-512's split-int8 pass takes 4 tokens at once and 8-bit rows (session 29), 4 decode
-    // steps are faster there than in the tiles: on the lent Xeon (session 32, runs 162-163,
-    // paired steps, B = split-int8) B / A 1.001-1.056 in 10 of 10 pairs, Qwen2.5-0.5B and
-    // Llama-3.2-1B; 5 steps 0.941-0.995 and 6 0.831-0.890 (the tiles ahead), so from 5.
+    // steps are faster there than in the tiles: on the lent Xeon (session 32, runs 162-164,
+    // paired steps, Qwen2.5-0.5B and Llama-3.2-1B) 0-6% faster in 11 of 12 pairs, one 0.6%
+    // slower; 5 steps 0.5-6% and 6 11-17% slower than the tiles, so from 5.
     // (Before the pass, 3 tokens had been 5-11% faster in the tiles, runs 72-73.)
     std::int64_t amx_8bit_min_tokens = 5;
     // A batch of decode steps (Backend::set_rows_are_decode_steps) splits its activations for

@@ -26,7 +26,6 @@
 #include <arm_neon.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "model/cpu/tile_prefetch.hpp"
 
