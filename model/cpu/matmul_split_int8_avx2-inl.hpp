@@ -43,6 +43,13 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
     for (std::int64_t g0 = 0; g0 < n_groups; g0 += kFactorGroups) {
         const std::int64_t count = std::min(kFactorGroups, n_groups - g0);
         pass_factors<R, T>(m, xa, r0, g0, count, factor, f);
+        __m256 local[T][R];
+        __m256(&acc)[T][R] = kLocalSums<R, T> ? local : f;
+        if constexpr (kLocalSums<R, T>) {
+            for (int t = 0; t < T; ++t) {
+                for (int i = 0; i < R; ++i) acc[t][i] = f[t][i];
+            }
+        }
         // Half-chunks [h_begin, h_end) of the pass: 64 elements each.
         const std::int64_t h_begin = (g0 << m.group_shift) / 64;
         const std::int64_t h_end =
@@ -63,8 +70,13 @@ HWY_NOINLINE void dot_tile(const Tile& m, const SplitInt8Activations* const* xa,
                     const __m256 scale = G32 ? _mm256_permutevar8x32_ps(_mm256_loadu_ps(fac), pair)
                                              : _mm256_broadcast_ss(fac);
                     const __m256i sums = half_chunk_sum(lo, hi, xa[t]->digits + d_at);
-                    f[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, f[t][i]);
+                    acc[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t][i]);
                 }
+            }
+        }
+        if constexpr (kLocalSums<R, T>) {
+            for (int t = 0; t < T; ++t) {
+                for (int i = 0; i < R; ++i) f[t][i] = acc[t][i];
             }
         }
     }
