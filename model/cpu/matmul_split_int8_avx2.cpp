@@ -170,7 +170,7 @@ inline void pass_factors(const Tile& m, const SplitInt8Activations* const* xa, s
 // fit: with 16 sums or more (4 rows x 3-4 tokens) AVX2's 16 registers spill either way, and on
 // the lent Xeon held to AVX-VNNI 4 tokens were 1-2% slower with the copy (run 165).
 template <int R, int T>
-inline constexpr bool kLocalSums = R* T <= 8;
+inline constexpr bool kLocalSums = (R * T) <= 8;
 
 }  // namespace brigade::model::cpu::split_int8::avx2_detail
 HWY_POP_ATTRIBUTES
