@@ -9,7 +9,9 @@
 //
 // for one task per thread, with tasks that do nothing or spin for a fixed time, and with the
 // caller idle for a while between regions (as the engine's small ops between two matmuls)
-// or not at all. Medians and 90th percentiles over many regions, in ns.
+// or not at all; or idle for 50 µs to 2 ms (a sampler's serial pass, a pipeline stage waiting
+// for its input), past the workers' spin, so that the region wakes sleeping threads. Medians and
+// 90th percentiles over many regions, in ns.
 //
 // Next to the pool, a floor: the least a fork-join costs on this machine, threads that spin on
 // one job word and answer on one word each, with no task claims, no stealing and no sleeping
@@ -179,13 +181,19 @@ int main(int argc, char** argv) {
     // Runs every case through `region(task)`, which runs task(t) for t in [0, n) in parallel.
     auto measure = [&](const char* pool_name, auto&& region) {
         for (const Case c :
-             {Case{0, 0}, Case{0, 1000}, Case{2000, 0}, Case{2000, 1000}, Case{5000, 1000}}) {
+             {Case{0, 0}, Case{0, 1000}, Case{2000, 0}, Case{2000, 1000}, Case{5000, 1000},
+              Case{2000, 50000}, Case{2000, 300000}, Case{2000, 2000000}}) {
+            // Long gaps (a sampler's serial pass, a pipeline stage waiting for its input) pass
+            // the workers' spin: the regions after them wake sleeping threads.
+            const int regions = c.gap_ns > 10000
+                                    ? std::max(100, n_regions / static_cast<int>(c.gap_ns / 10000))
+                                    : n_regions;
             const auto task_ticks = static_cast<std::uint64_t>(c.task_ns / ns_tick);
             const auto gap_ticks = static_cast<std::uint64_t>(c.gap_ns / ns_tick);
             std::vector<double> wake_mid, wake_max, tail, region_ns;
             std::int64_t stolen = 0;
             std::vector<double> wakes;
-            for (int r = -n_regions / 10; r < n_regions; ++r) {  // the first tenth warms up
+            for (int r = -regions / 10; r < regions; ++r) {  // the first tenth warms up
                 spin_ticks(gap_ticks);
                 const std::uint64_t t0 = ticks();
                 region([&](std::int64_t task, int thread) {
@@ -219,7 +227,7 @@ int main(int argc, char** argv) {
             std::snprintf(name, sizeof name, "%s: task %.0f, gap %.0f", pool_name, c.task_ns,
                           c.gap_ns);
             const double stolen_share =
-                static_cast<double>(stolen) / static_cast<double>(n_regions) / n;
+                static_cast<double>(stolen) / static_cast<double>(regions) / n;
             std::printf("%-32s %6.0f /%6.0f %6.0f /%6.0f %6.0f /%6.0f %6.0f /%6.0f %7.1f%%\n", name,
                         wm.p50, wm.p90, wx.p50, wx.p90, tl.p50, tl.p90, rg.p50, rg.p90,
                         100.0 * stolen_share);
