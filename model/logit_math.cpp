@@ -91,6 +91,7 @@ bool BucketCandidates(const float* x, std::int64_t n, std::int64_t first,
     const auto skip = hn::Set(d, static_cast<double>(spec.skip));
     const auto pivot = hn::Set(d, static_cast<double>(spec.pivot_logit));
     const auto pivot_id = hn::Set(d, static_cast<double>(spec.pivot_id));
+    const auto unused = hn::Set(d, static_cast<double>(spec.dropped + 1));
     const auto floor = hn::Set(d, -1000.0);  // keeps -inf inside Exp's range; exp is 0 there
     // One candidate's share: min-p's test on the reference's own value where the vector one is
     // too close to the threshold to tell.
@@ -107,6 +108,25 @@ bool BucketCandidates(const float* x, std::int64_t n, std::int64_t first,
     HWY_ALIGN double p_lanes[hn::MaxLanes(d)];
     HWY_ALIGN std::uint16_t b_lanes[hn::MaxLanes(d)];
     std::int64_t i = 0;
+    // Without min-p a lane's bucket goes straight to `bucket` and its share into mass[b] (the
+    // prefix's skipped lanes into a slot past `dropped`, never read): no branch per candidate,
+    // the same sums in the same order.
+    const bool plain = spec.min_prob <= 0.0;
+    for (; plain && i + lanes <= n; i += lanes) {
+        const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
+        if (!hn::AllFalse(d, hn::Ne(v, v))) return false;
+        const auto rest =
+            hn::Or(hn::Lt(v, pivot),
+                   hn::And(hn::Eq(v, pivot),
+                           hn::Gt(hn::Iota(d, static_cast<double>(first + i)), pivot_id)));
+        const auto p = hn::Mul(hn::Exp(d, hn::Max(hn::Sub(v, max), floor)), inv_total);
+        const auto b = hn::Floor(hn::Min(hn::Mul(hn::Sub(max, v), scale), last));
+        hn::Store(p, d, p_lanes);
+        hn::StoreU(hn::DemoteTo(du, hn::DemoteTo(di, hn::IfThenElse(rest, b, skip))), du,
+                   bucket + i);
+        hn::Store(hn::DemoteTo(du, hn::DemoteTo(di, hn::IfThenElse(rest, b, unused))), du, b_lanes);
+        for (std::int64_t k = 0; k < lanes; ++k) mass[b_lanes[k]] += p_lanes[k];
+    }
     for (; i + lanes <= n; i += lanes) {
         const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
         if (!hn::AllFalse(d, hn::Ne(v, v))) return false;
@@ -166,35 +186,85 @@ HWY_EXPORT(BucketCandidates);
 HWY_EXPORT(BlockMaxima);
 HWY_EXPORT(BucketMembers);
 
+namespace {
+
+// The bucket passes' chunks: finer than row_chunk's, as a candidate's exponential and bucket in
+// double cost 3-4 ns (a 4k chunk is still ~15 µs of work), so that a 150k row keeps 16 threads
+// busy; at most kMaxRowChunks. Their order does not reach a draw: the deep draw decides only
+// with a margin over any summation order (sampling_deep.cpp).
+std::int64_t bucket_chunk(std::int64_t n) {
+    constexpr std::int64_t kMinChunk = 4096;
+    const std::int64_t even = (n + kMaxRowChunks - 1) / kMaxRowChunks;
+    return std::max(kMinChunk, (even + 255) / 256 * 256);
+}
+
+// f(c) for the n_chunks chunks, on `host`'s threads when given.
+template <class F>
+void for_each_chunk_index(Backend* host, std::int64_t n_chunks, F&& f) {
+    if (host == nullptr || n_chunks <= 1) {
+        for (std::int64_t c = 0; c < n_chunks; ++c) f(c);
+        return;
+    }
+    for_each_host_task(*host, n_chunks, f);
+}
+
+}  // namespace
+
 std::int64_t bucket_members(std::span<const std::uint16_t> bucket, std::uint16_t b,
-                            std::int32_t* out) {
-    return HWY_DYNAMIC_DISPATCH(BucketMembers)(bucket.data(),
-                                               static_cast<std::int64_t>(bucket.size()), b, out);
+                            std::int32_t* out, Backend* host) {
+    // Each chunk writes its members at its own offset (out has room for every index), then
+    // they are moved together in chunk order: a scan of the whole row from one thread read
+    // 300 KB that other cores had just written.
+    const auto n = static_cast<std::int64_t>(bucket.size());
+    const std::int64_t chunk = bucket_chunk(n);
+    const std::int64_t n_chunks = (n + chunk - 1) / chunk;
+    std::array<std::int64_t, kMaxRowChunks + 1> found{};
+    for_each_chunk_index(host, n_chunks, [&](std::int64_t c) {
+        const std::int64_t begin = c * chunk;
+        const std::int64_t count = HWY_DYNAMIC_DISPATCH(BucketMembers)(
+            bucket.data() + begin, std::min(n, begin + chunk) - begin, b, out + begin);
+        for (std::int64_t m = 0; m < count; ++m) out[begin + m] += static_cast<std::int32_t>(begin);
+        found[static_cast<std::size_t>(c)] = count;
+    });
+    std::int64_t total = 0;
+    for (std::int64_t c = 0; c < n_chunks; ++c) {
+        const std::int64_t count = found[static_cast<std::size_t>(c)];
+        if (total != c * chunk) std::copy_n(out + c * chunk, count, out + total);
+        total += count;
+    }
+    return total;
 }
 
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
                        std::uint16_t* bucket, double* mass, Backend* host,
                        std::vector<double>& chunk_mass) {
     const auto n = static_cast<std::int64_t>(x.size());
-    const std::int64_t chunk = row_chunk(n);
+    const std::int64_t chunk = bucket_chunk(n);
     const std::int64_t n_chunks = (n + chunk - 1) / chunk;
     const std::int64_t n_mass = spec.dropped + 1;
-    chunk_mass.resize(static_cast<std::size_t>(n_chunks * n_mass));
+    // Each chunk's masses, and one slot more: BucketCandidates sums the skipped candidates there.
+    const std::int64_t stride = n_mass + 1;
+    chunk_mass.resize(static_cast<std::size_t>(n_chunks * stride));
     std::array<bool, kMaxRowChunks + 1> clean{};
-    for_each_row_chunk(host, n, [&](std::int64_t begin, std::int64_t end) {
-        const std::int64_t c = begin / chunk;
-        double* own = chunk_mass.data() + c * n_mass;
-        std::fill(own, own + n_mass, 0.0);
+    for_each_chunk_index(host, n_chunks, [&](std::int64_t c) {
+        const std::int64_t begin = c * chunk;
+        double* own = chunk_mass.data() + c * stride;
+        std::fill(own, own + stride, 0.0);
         clean[static_cast<std::size_t>(c)] = HWY_DYNAMIC_DISPATCH(BucketCandidates)(
-            x.data() + begin, end - begin, begin, spec, bucket + begin, own);
+            x.data() + begin, std::min(n, begin + chunk) - begin, begin, spec, bucket + begin, own);
     });
     if (!std::all_of(clean.begin(), clean.begin() + n_chunks, [](bool c) { return c; })) {
         return false;
     }
-    for (std::int64_t c = 0; c < n_chunks; ++c) {
-        const double* own = chunk_mass.data() + c * n_mass;
-        for (std::int64_t b = 0; b < n_mass; ++b) mass[b] += own[b];
-    }
+    // Every bucket's chunks added in chunk order, the buckets in slices over the threads.
+    constexpr std::int64_t kSlice = 512;
+    for_each_chunk_index(host, (n_mass + kSlice - 1) / kSlice, [&](std::int64_t s) {
+        const std::int64_t b1 = std::min(n_mass, (s + 1) * kSlice);
+        for (std::int64_t c = 0; c < n_chunks; ++c) {
+            const double* own = chunk_mass.data() + c * stride;
+            for (std::int64_t b = s * kSlice; b < b1; ++b) mass[b] += own[b];
+        }
+    });
     return true;
 }
 

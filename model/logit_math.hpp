@@ -76,16 +76,16 @@ struct CandidateBuckets {
 // For every i: bucket[i] = floor((max - x[i]) * scale) capped at `last`, `dropped` or `skip`;
 // mass[bucket[i]] += exp(x[i] - max) / total (not for skipped ones; Highway's Exp, within 1 ulp
 // of std::exp). `mass` has dropped + 1 entries. False if the row holds a NaN (nothing
-// meaningful to bucket). In chunks on `host` when given (see row_chunk): each chunk sums into
-// its own part of `chunk_mass` (resized; a reused one does not allocate), added to `mass` in
-// chunk order.
+// meaningful to bucket). In chunks (finer than row_chunk's), on `host` when given: each chunk
+// sums into its own part of `chunk_mass` (resized; a reused one does not allocate), added to
+// `mass` in chunk order.
 bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
                        std::uint16_t* bucket, double* mass, Backend* host,
                        std::vector<double>& chunk_mass);
 
 // Writes the indices i with bucket[i] == b to out, in ascending order, and returns how many
-// (out has room for bucket.size()).
+// (out has room for bucket.size()). In chunks on `host` when given.
 std::int64_t bucket_members(std::span<const std::uint16_t> bucket, std::uint16_t b,
-                            std::int32_t* out);
+                            std::int32_t* out, Backend* host = nullptr);
 
 }  // namespace brigade::model

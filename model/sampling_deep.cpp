@@ -44,8 +44,8 @@ Sampler::Crossing Sampler::deep_crossing(const DeepRest& rest, double target) {
         return {Crossing::kUnsure};
     }
     deep_members_.resize(deep_bucket_.size());
-    const std::int64_t n_members =
-        bucket_members(deep_bucket_, static_cast<std::uint16_t>(b), deep_members_.data());
+    const std::int64_t n_members = bucket_members(deep_bucket_, static_cast<std::uint16_t>(b),
+                                                  deep_members_.data(), rest.host);
     deep_keys_.clear();
     for (std::int64_t m = 0; m < n_members; ++m) {
         const std::int32_t id = deep_members_[static_cast<std::size_t>(m)];

@@ -351,6 +351,74 @@ TEST(Sampling, ChunksOnThePoolGiveTheFloatsOfOneThread) {
     }
 }
 
+// The deep draws' bucket passes (logit_math.hpp) in chunks on a pool, against one thread: the
+// same bucket for every candidate, the same members of a bucket in ascending order, masses
+// within the rounding of another summation order, and the sorted prefix's candidates (`skip`)
+// in no bucket's mass; with and without min-p. The pool must have run the chunks.
+TEST(Sampling, BucketPassesOnThePoolMatchOneThread) {
+    std::mt19937 rng(57);
+    auto row = normal_row(rng, 151936, 0.5f);
+    for (std::size_t i = 0; i < row.size(); i += 97)
+        row[i] = -std::numeric_limits<float>::infinity();
+    row[4000] = row[4001] = 1.25f;  // a tie at the pivot: the lower id is in the prefix
+    CandidateBuckets spec;
+    spec.max = *std::max_element(row.begin(), row.end());
+    spec.total = 0.0;
+    for (float v : row) spec.total += std::exp(static_cast<double>(v) - spec.max);
+    spec.scale = 4096 / 20.0;
+    spec.last = 4095;
+    spec.dropped = 4096;
+    spec.skip = 0xFFFF;
+    spec.pivot_logit = 1.25f;
+    spec.pivot_id = 4000;
+    cpu::CpuBackend pool(BackendOptions{3}, cpu::CpuTuning{});
+    for (const double min_prob : {0.0, 2e-6}) {
+        spec.min_prob = min_prob;
+        double want_total = 0.0;  // every candidate past the prefix, min-p's dropped included
+        for (std::size_t i = 0; i < row.size(); ++i) {
+            const bool prefix = row[i] > spec.pivot_logit || (row[i] == spec.pivot_logit &&
+                                                              static_cast<std::int32_t>(i) <= 4000);
+            if (!prefix)
+                want_total += std::exp(static_cast<double>(row[i]) - spec.max) / spec.total;
+        }
+        std::vector<std::uint16_t> bucket[2];
+        std::vector<double> mass[2];
+        std::vector<double> chunk_mass;
+        for (int h = 0; h < 2; ++h) {
+            bucket[h].assign(row.size(), 0);
+            mass[h].assign(spec.dropped + 1, 0.0);
+            const std::uint64_t before = pool.n_dispatches();
+            ASSERT_TRUE(bucket_candidates(row, spec, bucket[h].data(), mass[h].data(),
+                                          h == 1 ? &pool : nullptr, chunk_mass));
+            if (h == 1) EXPECT_GE(pool.n_dispatches() - before, 2u);
+        }
+        ASSERT_EQ(bucket[1], bucket[0]) << "min_p " << min_prob;
+        EXPECT_EQ(bucket[1][4000], spec.skip);
+        EXPECT_NE(bucket[1][4001], spec.skip);
+        double total = 0.0;
+        for (std::size_t b = 0; b < mass[0].size(); ++b) {
+            EXPECT_NEAR(mass[1][b], mass[0][b], 1e-15) << "bucket " << b;
+            total += mass[1][b];
+        }
+        EXPECT_NEAR(total, want_total, 1e-12) << "min_p " << min_prob;
+        if (min_prob > 0.0) EXPECT_GT(mass[1][spec.dropped], 0.0);
+        std::vector<std::int32_t> got(row.size()), want;
+        for (const std::uint16_t b : {std::uint16_t{0}, std::uint16_t{40}, std::uint16_t{700},
+                                      std::uint16_t{4095}, spec.dropped, spec.skip}) {
+            want.clear();
+            for (std::size_t i = 0; i < row.size(); ++i) {
+                if (bucket[0][i] == b) want.push_back(static_cast<std::int32_t>(i));
+            }
+            const std::uint64_t before = pool.n_dispatches();
+            const std::int64_t n = bucket_members(bucket[0], b, got.data(), &pool);
+            EXPECT_GE(pool.n_dispatches() - before, 1u);
+            ASSERT_EQ(std::vector<std::int32_t>(got.begin(), got.begin() + n), want)
+                << "bucket " << b << ", min_p " << min_prob;
+            ASSERT_EQ(bucket_members(bucket[0], b, got.data()), n);
+        }
+    }
+}
+
 // top_logprobs: the k most likely tokens of the processed row, best first, ties to the lower id,
 // as logit - log Z with logit_stats' normalizer (what the API reported before, from a sort of
 // every candidate, kept here as the definition), and the drawn token's entry is its logprob.
