@@ -40,10 +40,10 @@ void print_tables(const std::vector<EngineResult>& results, double bw) {
     }
     std::printf(
         "\n| model | format | engine step tok/s | decode loop, greedy tok/s | decode loop, "
-        "temperature 0.7 top_p 0.9 tok/s |\n|---|---|---|---|---|\n");
+        "temperature 0.7 top_p 0.9 tok/s | sampled / greedy |\n|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
-        std::printf("| %s | %s | %.2f | %.2f | %.2f |\n", r.model.c_str(), r.format.c_str(),
-                    r.tg1_tps, r.loop_greedy_tps, r.loop_sampled_tps);
+        std::printf("| %s | %s | %.2f | %.2f | %.2f | %.3f |\n", r.model.c_str(), r.format.c_str(),
+                    r.tg1_tps, r.loop_greedy_tps, r.loop_sampled_tps, r.loop_sampled_share);
     }
     std::printf(
         "\n| model | format | batch | aggregate tok/s | speed-up over 1 | bound tok/s | "
@@ -132,7 +132,8 @@ void write_json(const std::string& path, const std::vector<EngineResult>& result
                               {"fork_joins_per_token", r.tg1_dispatches}}},
                             {"decode_loop",
                              {{"greedy_tok_s", r.loop_greedy_tps},
-                              {"temperature_0.7_top_p_0.9_tok_s", r.loop_sampled_tps}}}};
+                              {"temperature_0.7_top_p_0.9_tok_s", r.loop_sampled_tps},
+                              {"sampled_over_greedy", r.loop_sampled_share}}}};
         for (std::size_t i = 0; i < r.prompts.size(); ++i) {
             c["prompt"].push_back({{"tokens", r.prompts[i]},
                                    {"tok_s", r.pp_tps[i]},

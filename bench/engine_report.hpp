@@ -19,6 +19,7 @@ struct EngineResult {
     // The decode loop a user runs (model::generate: engine step + sampling), tok/s, greedy and
     // at temperature 0.7 / top_p 0.9.
     double loop_greedy_tps = 0, loop_sampled_tps = 0;
+    double loop_sampled_share = 0;  // sampled / greedy, median over the alternated rounds
     std::vector<int> batches;
     std::vector<double> tgb_tps, tgb_bound_tps, tgb_dispatches;
     std::vector<double> tgb_compute_s;  // per step, at the sgemm rate (the batch's compute bound)
