@@ -223,6 +223,7 @@ std::int64_t bucket_members(std::span<const std::uint16_t> bucket, std::uint16_t
         const std::int64_t begin = c * chunk;
         const std::int64_t count = HWY_DYNAMIC_DISPATCH(BucketMembers)(
             bucket.data() + begin, std::min(n, begin + chunk) - begin, b, out + begin);
+        // BucketMembers counts from the chunk's first entry.
         for (std::int64_t m = 0; m < count; ++m) out[begin + m] += static_cast<std::int32_t>(begin);
         found[static_cast<std::size_t>(c)] = count;
     });
@@ -280,12 +281,8 @@ void for_each_row_chunk(Backend* host, std::int64_t n,
                         void (*f)(void* ctx, std::int64_t begin, std::int64_t end), void* ctx) {
     const std::int64_t chunk = row_chunk(n);
     const std::int64_t n_chunks = (n + chunk - 1) / chunk;
-    auto run = [&](std::int64_t c) { f(ctx, c * chunk, std::min(n, (c + 1) * chunk)); };
-    if (host == nullptr || n_chunks <= 1) {
-        for (std::int64_t c = 0; c < n_chunks; ++c) run(c);
-        return;
-    }
-    for_each_host_task(*host, n_chunks, run);
+    for_each_chunk_index(host, n_chunks,
+                         [&](std::int64_t c) { f(ctx, c * chunk, std::min(n, (c + 1) * chunk)); });
 }
 
 LogitStats logit_stats(std::span<const float> x, Backend* host, std::vector<float>* block_max) {
