@@ -107,26 +107,12 @@ bool BucketCandidates(const float* x, std::int64_t n, std::int64_t first,
     };
     HWY_ALIGN double p_lanes[hn::MaxLanes(d)];
     HWY_ALIGN std::uint16_t b_lanes[hn::MaxLanes(d)];
-    std::int64_t i = 0;
     // Without min-p a lane's bucket goes straight to `bucket` and its share into mass[b] (the
     // prefix's skipped lanes into a slot past `dropped`, never read): no branch per candidate,
     // the same sums in the same order.
     const bool plain = spec.min_prob <= 0.0;
-    for (; plain && i + lanes <= n; i += lanes) {
-        const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
-        if (!hn::AllFalse(d, hn::Ne(v, v))) return false;
-        const auto rest =
-            hn::Or(hn::Lt(v, pivot),
-                   hn::And(hn::Eq(v, pivot),
-                           hn::Gt(hn::Iota(d, static_cast<double>(first + i)), pivot_id)));
-        const auto p = hn::Mul(hn::Exp(d, hn::Max(hn::Sub(v, max), floor)), inv_total);
-        const auto b = hn::Floor(hn::Min(hn::Mul(hn::Sub(max, v), scale), last));
-        hn::Store(p, d, p_lanes);
-        hn::StoreU(hn::DemoteTo(du, hn::DemoteTo(di, hn::IfThenElse(rest, b, skip))), du,
-                   bucket + i);
-        hn::Store(hn::DemoteTo(du, hn::DemoteTo(di, hn::IfThenElse(rest, b, unused))), du, b_lanes);
-        for (std::int64_t k = 0; k < lanes; ++k) mass[b_lanes[k]] += p_lanes[k];
-    }
+    auto to_u16 = [&](hn::Vec<decltype(d)> v) { return hn::DemoteTo(du, hn::DemoteTo(di, v)); };
+    std::int64_t i = 0;
     for (; i + lanes <= n; i += lanes) {
         const auto v = hn::PromoteTo(d, hn::LoadU(df, x + i));
         if (!hn::AllFalse(d, hn::Ne(v, v))) return false;
@@ -137,8 +123,14 @@ bool BucketCandidates(const float* x, std::int64_t n, std::int64_t first,
         const auto p = hn::Mul(hn::Exp(d, hn::Max(hn::Sub(v, max), floor)), inv_total);
         const auto b = hn::Floor(hn::Min(hn::Mul(hn::Sub(max, v), scale), last));
         hn::Store(p, d, p_lanes);
-        hn::StoreU(hn::DemoteTo(du, hn::DemoteTo(di, hn::IfThenElse(rest, b, skip))), du, b_lanes);
-        for (std::int64_t k = 0; k < lanes; ++k) add(i + k, b_lanes[k], p_lanes[k]);
+        if (plain) {
+            hn::StoreU(to_u16(hn::IfThenElse(rest, b, skip)), du, bucket + i);
+            hn::Store(to_u16(hn::IfThenElse(rest, b, unused)), du, b_lanes);
+            for (std::int64_t k = 0; k < lanes; ++k) mass[b_lanes[k]] += p_lanes[k];
+        } else {
+            hn::Store(to_u16(hn::IfThenElse(rest, b, skip)), du, b_lanes);
+            for (std::int64_t k = 0; k < lanes; ++k) add(i + k, b_lanes[k], p_lanes[k]);
+        }
     }
     for (; i < n; ++i) {
         const double v = static_cast<double>(x[i]);
