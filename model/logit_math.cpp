@@ -249,9 +249,13 @@ bool bucket_candidates(std::span<const float> x, const CandidateBuckets& spec,
     if (!std::all_of(clean.begin(), clean.begin() + n_chunks, [](bool c) { return c; })) {
         return false;
     }
-    // Every bucket's chunks added in chunk order, the buckets in slices over the threads.
+    // Every bucket's chunks added in chunk order, the buckets in slices over the threads where
+    // there are enough chunks to pay for a region (a region costs about what adding 4 chunks'
+    // masses on one thread does).
     constexpr std::int64_t kSlice = 512;
-    for_each_chunk_index(host, (n_mass + kSlice - 1) / kSlice, [&](std::int64_t s) {
+    constexpr std::int64_t kMinChunksToMergeOnHost = 5;
+    Backend* merge_host = n_chunks >= kMinChunksToMergeOnHost ? host : nullptr;
+    for_each_chunk_index(merge_host, (n_mass + kSlice - 1) / kSlice, [&](std::int64_t s) {
         const std::int64_t b1 = std::min(n_mass, (s + 1) * kSlice);
         for (std::int64_t c = 0; c < n_chunks; ++c) {
             const double* own = chunk_mass.data() + c * stride;
