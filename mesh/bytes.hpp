@@ -22,14 +22,21 @@ class ByteWriter {
 public:
     explicit ByteWriter(Bytes& out) : out_(out) {}
 
-    void u8(std::uint8_t v) { out_.push_back(v); }
+    void u8(std::uint8_t v) { raw({&v, 1}); }
     void u16(std::uint16_t v) { put_le(v, 2); }
     void u32(std::uint32_t v) { put_le(v, 4); }
     void u64(std::uint64_t v) { put_le(v, 8); }
     void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
     void f32(float v) { u32(std::bit_cast<std::uint32_t>(v)); }
     void f64(double v) { u64(std::bit_cast<std::uint64_t>(v)); }
-    void raw(ByteSpan b) { out_.insert(out_.end(), b.begin(), b.end()); }
+    // Grown by resize and filled by memcpy: GCC 12 warned of an overflow, falsely, where
+    // push_back and insert were inlined into a writer of a fresh vector.
+    void raw(ByteSpan b) {
+        if (b.empty()) return;
+        const std::size_t at = out_.size();
+        out_.resize(at + b.size());
+        std::memcpy(out_.data() + at, b.data(), b.size());
+    }
     // u32 length, then the bytes.
     void blob(ByteSpan b) {
         u32(static_cast<std::uint32_t>(b.size()));
@@ -45,7 +52,9 @@ public:
 
 private:
     void put_le(std::uint64_t v, int n) {
-        for (int i = 0; i < n; ++i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+        std::uint8_t le[8];
+        for (int i = 0; i < n; ++i) le[i] = static_cast<std::uint8_t>(v >> (8 * i));
+        raw({le, static_cast<std::size_t>(n)});
     }
     Bytes& out_;
 };

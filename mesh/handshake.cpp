@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "mesh/bytes.hpp"
 #include "mesh/messages.hpp"
 
 namespace brigade::mesh {
@@ -246,9 +247,10 @@ Bytes LinkHandshake::identity_payload(std::uint8_t role_byte) {
     const Bytes signed_bytes = identity_message(role_byte, state_.handshake_hash());
     const auto sig = identity_.sign_bytes(signed_bytes.data(), signed_bytes.size());
     Bytes p;
-    p.push_back(kIdentityVersion);
-    p.insert(p.end(), identity_.public_key().begin(), identity_.public_key().end());
-    p.insert(p.end(), sig.begin(), sig.end());
+    ByteWriter w(p);
+    w.u8(kIdentityVersion);
+    w.array(identity_.public_key());
+    w.array(sig);
     return p;
 }
 

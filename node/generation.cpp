@@ -23,10 +23,11 @@ public:
     template <class T>
     void put(T v) {
         static_assert(std::is_trivially_copyable_v<T>);
-        std::uint8_t bytes[sizeof(T)];
-        std::memcpy(bytes, &v, sizeof(T));
-        // The wire is little-endian; so is every platform Brigade builds for.
-        out_.insert(out_.end(), bytes, bytes + sizeof(T));
+        // The wire is little-endian; so is every platform Brigade builds for. (Grown by resize
+        // and filled by memcpy: GCC 12 warned of an overflow, falsely, on the inlined insert.)
+        const std::size_t at = out_.size();
+        out_.resize(at + sizeof(T));
+        std::memcpy(out_.data() + at, &v, sizeof(T));
     }
 
 private:

@@ -105,7 +105,10 @@ mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
     request.default_rtt_s = mesh::median_measured_rtt_s(request.links, request.default_rtt_s);
     std::string nodes;
     for (const mesh::NodeCapacity& n : request.nodes) {
-        nodes += " " + n.id.short_string() + ":" + mesh::format_size(n.memory_bytes);
+        nodes.append(" ")
+            .append(n.id.short_string())
+            .append(":")
+            .append(mesh::format_size(n.memory_bytes));
     }
     logger->debug("planning over{} (context {}, {} stream(s))", nodes, request.context_tokens,
                   request.expected_concurrency);
