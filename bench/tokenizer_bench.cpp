@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,17 +24,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using brigade::model::text::Tokenizer;
-using Clock = std::chrono::steady_clock;
 
 std::string read_file(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
-}
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // CPU time of this thread: on a shared, loaded machine wall time mostly measures the others.

@@ -125,7 +125,12 @@ inline std::vector<double> token_logprobs(const nlohmann::json& reply) {
 }
 
 inline std::string completion_text(const HttpReply& r) {
-    if (r.status != 200 || !r.json.is_object()) return "<" + std::to_string(r.status) + ">";
+    if (r.status != 200 || !r.json.is_object()) {
+        // Appended, not "<" + ...: GCC 12 warns (-Wrestrict, falsely) on the inlined operator+.
+        std::string shown = "<";
+        shown.append(std::to_string(r.status)).append(">");
+        return shown;
+    }
     return r.json["choices"][0]["text"].get<std::string>();
 }
 

@@ -54,7 +54,7 @@ public:
         return {ModelInfo{"fake-model", {"fake"}, 1700000000, "brigade", 4096}};
     }
 
-    Health health() override { return {HealthState::ok, ""}; }
+    Health health() override { return {HealthState::ok, "", std::nullopt}; }
 
     // Waits until `n` generations have observed their cancellation.
     bool wait_cancelled(int n, std::chrono::milliseconds timeout) {

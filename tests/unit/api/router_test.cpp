@@ -17,7 +17,7 @@ public:
         return {ModelInfo{"qwen2.5-0.5b", {"/models/qwen", "q"}, 1, "brigade", 32768}};
     }
     Health health() override { return health_; }
-    Health health_{HealthState::ok, ""};
+    Health health_{HealthState::ok, "", std::nullopt};
 };
 
 RouteResult route(const Router& router, std::string_view method, std::string_view target,
@@ -31,7 +31,7 @@ TEST(Router, HealthReportsLoadingAs503) {
     auto ok = route(router, "GET", "/health");
     ASSERT_TRUE(ok.response);
     EXPECT_EQ(ok.response->status, 200);
-    service.health_ = {HealthState::loading, "layers 0-11"};
+    service.health_ = {HealthState::loading, "layers 0-11", std::nullopt};
     auto loading = route(router, "GET", "/health");
     EXPECT_EQ(loading.response->status, 503);
     EXPECT_EQ(json::parse(loading.response->body),

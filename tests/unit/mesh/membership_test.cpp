@@ -71,7 +71,8 @@ TEST(Membership, ConfigurableTimings) {
 
 TEST(Membership, CapacityReportsAreKeptWithRtts) {
     Membership m(id_of(1));
-    CapacityReport r{id_of(2), 6000000, "cpu", "demo", 0.001, {LinkMeasurement{id_of(1), 420, 0}}};
+    CapacityReport r{id_of(2), 6000000, "cpu", "demo", 0.001, {LinkMeasurement{id_of(1), 420, 0}},
+                     {},       0};
     auto ev = m.on_capacity(r, t0);
     ASSERT_EQ(ev.size(), 2u);  // joined + capacity
     EXPECT_EQ(ev[1].kind, MemberEventKind::kCapacityChanged);
@@ -81,7 +82,7 @@ TEST(Membership, CapacityReportsAreKeptWithRtts) {
     EXPECT_EQ(mem->rtt_us_to_peers.at(id_of(1)), 420u);
     EXPECT_TRUE(m.on_capacity(r, t0 + 1s).empty());  // unchanged report: no event
     // A report about ourselves sets our own capacity.
-    m.on_capacity(CapacityReport{id_of(1), 7, "cuda", "demo", 0.5, {}}, t0);
+    m.on_capacity(CapacityReport{id_of(1), 7, "cuda", "demo", 0.5, {}, {}, 0}, t0);
     ASSERT_TRUE(m.self_capacity());
     EXPECT_EQ(m.self_capacity()->backend, "cuda");
 }

@@ -390,7 +390,9 @@ TEST(Sampling, BucketPassesOnThePoolMatchOneThread) {
             const std::uint64_t before = pool.n_dispatches();
             ASSERT_TRUE(bucket_candidates(row, spec, bucket[h].data(), mass[h].data(),
                                           h == 1 ? &pool : nullptr, chunk_mass));
-            if (h == 1) EXPECT_GE(pool.n_dispatches() - before, 2u);
+            if (h == 1) {
+                EXPECT_GE(pool.n_dispatches() - before, 2u);
+            }
         }
         ASSERT_EQ(bucket[1], bucket[0]) << "min_p " << min_prob;
         EXPECT_EQ(bucket[1][4000], spec.skip);
@@ -401,7 +403,9 @@ TEST(Sampling, BucketPassesOnThePoolMatchOneThread) {
             total += mass[1][b];
         }
         EXPECT_NEAR(total, want_total, 1e-12) << "min_p " << min_prob;
-        if (min_prob > 0.0) EXPECT_GT(mass[1][spec.dropped], 0.0);
+        if (min_prob > 0.0) {
+            EXPECT_GT(mass[1][spec.dropped], 0.0);
+        }
         std::vector<std::int32_t> got(row.size()), want;
         for (const std::uint16_t b : {std::uint16_t{0}, std::uint16_t{40}, std::uint16_t{700},
                                       std::uint16_t{4095}, spec.dropped, spec.skip}) {

@@ -119,7 +119,9 @@ TEST(GenerationSetup, CorruptValuesAreRejected) {
         auto b = good;
         b[i] ^= 0xA5;
         auto d = decode_generation_setup(b);
-        if (d) EXPECT_EQ(encode_generation_setup(*d), b) << "byte " << i;
+        if (d) {
+            EXPECT_EQ(encode_generation_setup(*d), b) << "byte " << i;
+        }
     }
 }
 
@@ -242,7 +244,9 @@ int expect_chunked_samples_equal(GenerationSetup setup, const ModelFrontend& mod
         ++step;
         EXPECT_EQ(b, a) << label << ", step " << step;
         if (b != a || a.finish != mesh::TokenFinish::kContinue) break;
-        if (setup.logprobs) EXPECT_EQ(a.top.size(), static_cast<std::size_t>(setup.top_logprobs));
+        if (setup.logprobs) {
+            EXPECT_EQ(a.top.size(), static_cast<std::size_t>(setup.top_logprobs));
+        }
         const auto pos = static_cast<std::int32_t>(alone.history().size());
         EXPECT_TRUE(alone.observe(pos, std::span(&a.token, 1)));
         EXPECT_TRUE(chunked.observe(pos, std::span(&b.token, 1)));

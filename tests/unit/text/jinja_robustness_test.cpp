@@ -225,7 +225,9 @@ TEST(JinjaRobustness, MutatedRealTemplatesNeverCrash) {
         }
         ++parsed;
         auto out = tpl->render(ctx, options);
-        if (!out) EXPECT_EQ(out.error().code, errc::template_error);
+        if (!out) {
+            EXPECT_EQ(out.error().code, errc::template_error);
+        }
     }
     EXPECT_GT(parsed, 0);
 }
