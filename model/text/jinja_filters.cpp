@@ -234,7 +234,10 @@ Value f_indent(Renderer&, const Value& v, CallArgs& args) {
 Value f_wordcount(Renderer&, const Value& v, CallArgs&) {
     std::int64_t n = 0;
     bool in_word = false;
-    for (auto cp : split_code_points(soft_str(v))) {
+    // Named: a range-for keeps only the outermost temporary alive, and the code points are
+    // views into this string (AddressSanitizer found them read after the string was gone).
+    const std::string s = soft_str(v);
+    for (auto cp : split_code_points(s)) {
         unsigned char c = static_cast<unsigned char>(cp[0]);
         bool word = cp.size() > 1 || std::isalnum(c) || c == '_';
         if (word && !in_word) ++n;

@@ -83,6 +83,9 @@ void TcpProxy::run() {
             fds.push_back({p.upstream, POLLIN, 0});
         }
         if (poll(fds.data(), fds.size(), 200) <= 0) continue;
+        // Only the pairs polled above have entries in fds: one accepted below waits for the
+        // next round (AddressSanitizer caught the loop reading past fds for it).
+        const std::size_t polled = pairs_.size();
         if (fds[0].revents & POLLIN) {
             const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
             if (client >= 0) {
@@ -98,7 +101,7 @@ void TcpProxy::run() {
                 }
             }
         }
-        for (std::size_t i = 0; i < pairs_.size(); ++i) {
+        for (std::size_t i = 0; i < polled; ++i) {
             auto& p = pairs_[i];
             for (int side = 0; side < 2 && p.client >= 0; ++side) {
                 const auto& f = fds[2 + 2 * i + static_cast<std::size_t>(side)];
