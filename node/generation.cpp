@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
+#include "mesh/bytes.hpp"
 #include "model/logit_math.hpp"
 
 namespace brigade::node {
@@ -16,40 +16,6 @@ constexpr std::uint8_t kFlagJson = 1u << 0;
 constexpr std::uint8_t kFlagLogprobs = 1u << 1;
 constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit, checked by the HTTP layer too
 constexpr float kMaxBias = 100.0f;
-
-class Writer {
-public:
-    explicit Writer(std::vector<std::uint8_t>& out) : out_(out) {}
-    template <class T>
-    void put(T v) {
-        static_assert(std::is_trivially_copyable_v<T>);
-        // The wire is little-endian; so is every platform Brigade builds for. (Grown by resize
-        // and filled by memcpy: GCC 12 warned of an overflow, falsely, on the inlined insert.)
-        const std::size_t at = out_.size();
-        out_.resize(at + sizeof(T));
-        std::memcpy(out_.data() + at, &v, sizeof(T));
-    }
-
-private:
-    std::vector<std::uint8_t>& out_;
-};
-
-class Reader {
-public:
-    explicit Reader(std::span<const std::uint8_t> in) : in_(in) {}
-    template <class T>
-    bool get(T& v) {
-        if (in_.size() - pos_ < sizeof(T)) return false;
-        std::memcpy(&v, in_.data() + pos_, sizeof(T));
-        pos_ += sizeof(T);
-        return true;
-    }
-    std::size_t left() const { return in_.size() - pos_; }
-
-private:
-    std::span<const std::uint8_t> in_;
-    std::size_t pos_ = 0;
-};
 
 model::Error bad_setup(const std::string& what) {
     return model::Error{model::errc::invalid_argument, "generation setup: " + what};
@@ -71,73 +37,74 @@ bool GenerationSetup::operator==(const GenerationSetup& o) const {
 }
 
 std::vector<std::uint8_t> encode_generation_setup(const GenerationSetup& setup) {
-    std::vector<std::uint8_t> out;
+    mesh::Bytes out;
     out.reserve(64 + setup.logit_bias.size() * 8);
-    Writer w(out);
-    w.put(kSetupVersion);
+    mesh::ByteWriter w(out);
+    w.u8(kSetupVersion);
     const auto& s = setup.sampling;
-    w.put(s.temperature);
-    w.put(static_cast<std::int32_t>(s.top_k));
-    w.put(s.top_p);
-    w.put(s.min_p);
-    w.put(s.repetition_penalty);
-    w.put(s.presence_penalty);
-    w.put(s.frequency_penalty);
-    w.put(s.seed);
-    w.put(static_cast<std::uint32_t>(setup.logit_bias.size()));
+    w.f32(s.temperature);
+    w.i32(s.top_k);
+    w.f32(s.top_p);
+    w.f32(s.min_p);
+    w.f32(s.repetition_penalty);
+    w.f32(s.presence_penalty);
+    w.f32(s.frequency_penalty);
+    w.u64(s.seed);
+    w.u32(static_cast<std::uint32_t>(setup.logit_bias.size()));
     for (const auto& [id, bias] : setup.logit_bias) {
-        w.put(id);
-        w.put(bias);
+        w.i32(id);
+        w.f32(bias);
     }
     std::uint8_t flags = 0;
     if (setup.json_object) flags |= kFlagJson;
     if (setup.logprobs) flags |= kFlagLogprobs;
-    w.put(flags);
-    w.put(static_cast<std::uint8_t>(std::clamp(setup.top_logprobs, 0, 255)));
-    w.put(setup.n_prompt);
-    w.put(setup.max_new_tokens);
-    w.put(setup.context);
+    w.u8(flags);
+    w.u8(static_cast<std::uint8_t>(std::clamp(setup.top_logprobs, 0, 255)));
+    w.u64(static_cast<std::uint64_t>(setup.n_prompt));
+    w.u64(static_cast<std::uint64_t>(setup.max_new_tokens));
+    w.u64(static_cast<std::uint64_t>(setup.context));
     return out;
 }
 
 model::Result<GenerationSetup> decode_generation_setup(std::span<const std::uint8_t> bytes) {
-    Reader r(bytes);
-    std::uint8_t version = 0;
-    if (!r.get(version)) return bad_setup("empty");
+    mesh::ByteReader r(bytes);
+    const std::uint8_t version = r.u8();
+    if (!r.ok()) return bad_setup("empty");
     if (version != kSetupVersion) {
         return bad_setup("unknown version " + std::to_string(version) + " (this node reads " +
                          std::to_string(kSetupVersion) + ")");
     }
     GenerationSetup g;
     auto& s = g.sampling;
-    std::int32_t top_k = 0;
-    std::uint32_t n_bias = 0;
-    if (!r.get(s.temperature) || !r.get(top_k) || !r.get(s.top_p) || !r.get(s.min_p) ||
-        !r.get(s.repetition_penalty) || !r.get(s.presence_penalty) || !r.get(s.frequency_penalty) ||
-        !r.get(s.seed) || !r.get(n_bias)) {
-        return bad_setup("truncated sampling parameters");
-    }
-    s.top_k = top_k;
+    s.temperature = r.f32();
+    s.top_k = r.i32();
+    s.top_p = r.f32();
+    s.min_p = r.f32();
+    s.repetition_penalty = r.f32();
+    s.presence_penalty = r.f32();
+    s.frequency_penalty = r.f32();
+    s.seed = r.u64();
+    const std::uint32_t n_bias = r.u32();
+    if (!r.ok()) return bad_setup("truncated sampling parameters");
     if (auto v = model::validate_sampling_params(s); !v) return bad_setup(v.error().message);
     // Checked against what is left before anything is allocated.
-    if (n_bias > r.left() / 8) return bad_setup("truncated logit_bias");
+    if (n_bias > r.remaining() / 8) return bad_setup("truncated logit_bias");
     g.logit_bias.reserve(n_bias);
     for (std::uint32_t i = 0; i < n_bias; ++i) {
-        std::int32_t id = 0;
-        float bias = 0;
-        r.get(id);
-        r.get(bias);
+        const std::int32_t id = r.i32();
+        const float bias = r.f32();
         if (id < 0) return bad_setup("logit_bias token id " + std::to_string(id) + " < 0");
         if (!(bias >= -kMaxBias && bias <= kMaxBias)) {
             return bad_setup("logit_bias value out of [-100, 100]");
         }
         g.logit_bias.emplace_back(id, bias);
     }
-    std::uint8_t flags = 0, top_logprobs = 0;
-    if (!r.get(flags) || !r.get(top_logprobs) || !r.get(g.n_prompt) || !r.get(g.max_new_tokens) ||
-        !r.get(g.context)) {
-        return bad_setup("truncated limits");
-    }
+    const std::uint8_t flags = r.u8();
+    const std::uint8_t top_logprobs = r.u8();
+    g.n_prompt = static_cast<std::int64_t>(r.u64());
+    g.max_new_tokens = static_cast<std::int64_t>(r.u64());
+    g.context = static_cast<std::int64_t>(r.u64());
+    if (!r.ok()) return bad_setup("truncated limits");
     if ((flags & ~(kFlagJson | kFlagLogprobs)) != 0) return bad_setup("unknown flags");
     g.json_object = (flags & kFlagJson) != 0;
     g.logprobs = (flags & kFlagLogprobs) != 0;
@@ -149,7 +116,7 @@ model::Result<GenerationSetup> decode_generation_setup(std::span<const std::uint
                          " not within [1, context " + std::to_string(g.context) + "]");
     }
     if (g.max_new_tokens < 0) return bad_setup("max_new_tokens < 0");
-    if (r.left() != 0) return bad_setup(std::to_string(r.left()) + " trailing bytes");
+    if (r.remaining() != 0) return bad_setup(std::to_string(r.remaining()) + " trailing bytes");
     return g;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <random>
 #include <string>
 
@@ -50,6 +51,31 @@ TEST(GenerationSetup, RoundTrip) {
     auto d2 = decode_generation_setup(encode_generation_setup(plain));
     ASSERT_TRUE(d2) << d2.error().message;
     EXPECT_EQ(*d2, plain);
+}
+
+// The layout other nodes read (version 1): fields little-endian in a fixed order, so a node
+// of another build decodes what this one encodes. A change that kept the round trip but moved
+// or resized a field fails here.
+TEST(GenerationSetup, WireLayoutIsFixed) {
+    const auto bytes = encode_generation_setup(rich_setup());
+    // version, 7 x 4 sampling fields, seed, bias count, 3 x (id, bias), flags, top_logprobs,
+    // 3 x 8 limits.
+    ASSERT_EQ(bytes.size(), 1u + 28 + 8 + 4 + 3 * 8 + 2 + 24);
+    auto le = [&](std::size_t at, int n) {
+        std::uint64_t v = 0;
+        for (int i = 0; i < n; ++i) v |= std::uint64_t{bytes[at + i]} << (8 * i);
+        return v;
+    };
+    EXPECT_EQ(bytes[0], 1);
+    EXPECT_EQ(le(1, 4), std::bit_cast<std::uint32_t>(0.8f));  // temperature
+    EXPECT_EQ(le(5, 4), 40u);                                 // top_k
+    EXPECT_EQ(le(29, 8), 0x0123456789abcdefULL);              // seed
+    EXPECT_EQ(le(37, 4), 3u);                                 // logit_bias entries
+    EXPECT_EQ(le(41 + 16, 4), 4095u);                         // the third token id
+    EXPECT_EQ(bytes[65], 3);                                  // flags: JSON | logprobs
+    EXPECT_EQ(bytes[66], 5);                                  // top_logprobs
+    EXPECT_EQ(le(67, 8), 12u);                                // n_prompt
+    EXPECT_EQ(le(83, 8), 512u);                               // context
 }
 
 TEST(GenerationSetup, EveryTruncationIsRejected) {
