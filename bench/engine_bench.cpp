@@ -103,6 +103,7 @@
 #include "model/backend.hpp"
 #include "model/cpu/blas_gemm.hpp"
 #include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/thread_count.hpp"
 #include "model/cpu/thread_pool.hpp"
 #include "model/cpu/weight_decode.hpp"
 #include "model/forward.hpp"
@@ -650,7 +651,14 @@ int main(int argc, char** argv) {
         }
     }
     const BackendKind kind = backend == "reference" ? BackendKind::kReference : BackendKind::kCpu;
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int hw = brigade::model::cpu::usable_cpus();
+    if (threads == 0 && kind == BackendKind::kCpu) {
+        // The backend's own choice, made once here so that every case (and the bounds' read
+        // loop) runs on it without measuring again.
+        const auto choice = brigade::model::cpu::choose_thread_count(hw);
+        threads = choice.threads;
+        std::printf("compute threads: %s\n", brigade::model::cpu::describe(choice, hw).c_str());
+    }
     const int n_threads = threads > 0 ? threads : hw;
     const std::vector<int> prompts = int_list(prompts_arg);
     const std::vector<int> contexts = int_list(contexts_arg);

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/cpu/thread_count.hpp"
 #include "model/cpu/thread_pool.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -150,22 +151,45 @@ int main(int argc, char** argv) {
     int n_threads = 0;
     int n_regions = 20000;
     std::string json_path;
+    bool choose = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--threads" && i + 1 < argc) {
             n_threads = std::atoi(argv[++i]);
         } else if (a == "--regions" && i + 1 < argc) {
             n_regions = std::max(100, std::atoi(argv[++i]));
+        } else if (a == "--choose") {
+            choose = true;
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: pool_bench [--threads N] [--regions N] [--json FILE]\n");
+            std::fprintf(
+                stderr, "usage: pool_bench [--threads N] [--regions N] [--json FILE] [--choose]\n");
             return 2;
         }
     }
     const int n = n_threads > 0
                       ? n_threads
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (choose) {
+        // The backend's thread-count probe (thread_count.hpp) on n hardware threads, whatever
+        // n is, then its choice timed as a whole.
+        for (int round = 0; round < 3; ++round) {
+            for (int t : {n, n * 3 / 4, n / 2}) {
+                std::printf("round %d: %d threads: %.0f regions/s\n", round, t,
+                            brigade::model::cpu::measure_region_rate(t, 1500, 4 * n, 2000));
+            }
+        }
+        const auto t0 = Clock::now();
+        const auto choice = brigade::model::cpu::choose_thread_count(n);
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        std::printf("choice: %d threads (%.2f s)", choice.threads, s);
+        for (const auto& sample : choice.samples) {
+            std::printf(", %d: %.0f/s", sample.threads, sample.regions_per_s);
+        }
+        std::printf("\n");
+        return 0;
+    }
     const double ns_tick = ns_per_tick();
     std::printf("pool_bench: %d threads, %d regions a case, %.3f ns per tick\n", n, n_regions,
                 ns_tick);

@@ -108,6 +108,8 @@ public:
 
     virtual std::string_view name() const = 0;
     virtual BackendKind kind() const = 0;
+    // Host threads the backend computes on.
+    virtual int compute_threads() const { return 1; }
     // Whether `matmul`/`embed` can take this weight format (dtype, bits, group size).
     virtual bool supports(const WeightMatrix& w) const = 0;
 
@@ -222,7 +224,9 @@ void for_each_host_task(Backend& backend, std::int64_t n, F&& f) {
 }
 
 struct BackendOptions {
-    int n_threads = 0;  // 0 = all hardware threads
+    // 0: the CPU backend chooses (thread_count.hpp: every usable CPU unless fewer threads
+    // measurably run fork-joins faster).
+    int n_threads = 0;
     // kCpu: decode matmuls (1-4 tokens) on MLX-quantized weights round activations to int16
     // per group and use integer dot products (relative error ~1e-5 per matmul,
     // model/cpu/matmul_int16.cpp; on AVX-512 VNNI, 4- and 8-bit rows in tiles with vpdpwssd). Off

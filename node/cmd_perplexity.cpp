@@ -10,7 +10,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "model/backend.hpp"
 #include "model/forward.hpp"
@@ -130,12 +129,7 @@ int run_perplexity(const PerplexityArgs& args) {
     if (!result) return fail(result.error().message);
 
     const int stride = options.stride == 0 ? options.ctx : options.stride;
-    const int threads =
-        args.backend == "reference"
-            ? 1
-            : (args.threads > 0
-                   ? args.threads
-                   : static_cast<int>(std::max(1U, std::thread::hardware_concurrency())));
+    const int threads = (*backend)->compute_threads();
     if (args.json) {
         nlohmann::json j = {
             {"model", dir.string()},
@@ -196,7 +190,8 @@ void add_perplexity_command(CLI::App& app, CommandSet& commands) {
     sub->add_option("--max-windows", args->max_windows, "Stop after N windows (default: all)");
     sub->add_option("--backend", args->backend, "Compute backend")
         ->check(CLI::IsMember({"cpu", "reference"}));
-    sub->add_option("--threads,-t", args->threads, "CPU threads (default: all cores)")
+    sub->add_option("--threads,-t", args->threads,
+                    "CPU threads (0 = every CPU, fewer where the machine runs fewer faster)")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--int8-activations", args->int8_activations,
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "

@@ -331,7 +331,8 @@ void add_run_command(CLI::App& app, CommandSet& commands) {
                     "Frequency penalty, OpenAI semantics (0 = off)");
     sub->add_option("--seed", args->sampling.seed, "Sampling seed (default 0)");
     sub->add_option("--backend", args->backend, "cpu (default) or reference");
-    sub->add_option("--threads,-t", args->threads, "Compute threads (0 = all cores)");
+    sub->add_option("--threads,-t", args->threads,
+                    "Compute threads (0 = every CPU, fewer where the machine runs fewer faster)");
     sub->add_flag("--int8-activations", args->int8_activations,
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "

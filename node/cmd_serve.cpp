@@ -22,6 +22,7 @@
 #include "api/http_server.hpp"
 #include "mesh/identity.hpp"
 #include "mesh/planner.hpp"
+#include "model/cpu/thread_count.hpp"
 #include "node/commands.hpp"
 #include "node/local_serving.hpp"
 #include "node/logging.hpp"
@@ -256,6 +257,14 @@ int serve_command(const ServeArgs& args) {
     StageLoadOptions stage_options;
     stage_options.backend = args.model.backend;
     stage_options.n_threads = args.model.n_threads;
+    if (stage_options.n_threads == 0 && stage_options.backend == "cpu") {
+        // Once for the node: every stage it loads on a re-plan, and the speed measurement,
+        // take the same count (the CPU backend would otherwise measure it on each).
+        const int usable = model::cpu::usable_cpus();
+        const model::cpu::ThreadCountChoice choice = model::cpu::choose_thread_count(usable);
+        stage_options.n_threads = choice.threads;
+        logger->info("compute threads: {}", model::cpu::describe(choice, usable));
+    }
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;
     stage_options.f32_activations = args.model.f32_activations;
@@ -455,7 +464,8 @@ void add_serve_command(CLI::App& app, CommandSet& commands) {
     sub->add_option("--ctx", args->model.context,
                     "Context per request in tokens (default: the model's "
                     "max_position_embeddings)");
-    sub->add_option("--threads,-t", args->model.n_threads, "Compute threads (0 = all cores)");
+    sub->add_option("--threads,-t", args->model.n_threads,
+                    "Compute threads (0 = every CPU, fewer where the machine runs fewer faster)");
     sub->add_flag("--int8-activations", args->model.int8_activations,
                   "Decode (1-4 tokens per step) on 4/8-bit MLX weights with int8 activations "
                   "and integer dot products: faster, but logits move by a few percent (demo "

@@ -8,6 +8,7 @@
 #include "model/cpu/kernels.hpp"
 #include "model/cpu/matmul_int8.hpp"  // BRIGADE_INT8_X86, CPUID
 #include "model/cpu/reference_backend.hpp"
+#include "model/cpu/thread_count.hpp"
 #include "model/cpu/weight_decode.hpp"
 
 namespace brigade::model::cpu {
@@ -47,9 +48,13 @@ std::int64_t default_grouped_max_tokens() {
 std::int64_t default_plain_tiles_max_tokens() { return default_grouped_max_tokens(); }
 
 CpuBackend::CpuBackend(const BackendOptions& options, const CpuTuning& tuning)
-    : tuning_(tuning), pool_(options.n_threads) {
+    : tuning_(tuning), pool_(pool_threads(options.n_threads)) {
     scratch_.resize(static_cast<std::size_t>(pool_.size()));
     if (have_blas()) blas_single_threaded();
+}
+
+int CpuBackend::pool_threads(int requested) {
+    return requested > 0 ? requested : choose_thread_count(usable_cpus()).threads;
 }
 
 bool CpuBackend::supports(const WeightMatrix& w) const { return weight_format_supported(w); }

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -39,9 +43,21 @@ inline void cpu_relax() {
 
 }  // namespace
 
+int usable_cpus() {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+#endif
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) {
-        n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        n_threads = usable_cpus();
     }
     n_threads_ = n_threads;
     lanes_ = std::vector<Lane>(static_cast<std::size_t>(n_threads));

@@ -1,0 +1,80 @@
+#include "model/cpu/thread_count.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "model/cpu/cpu_backend.hpp"
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace brigade::model::cpu {
+namespace {
+
+TEST(ThreadCount, FewerThreadsOnlyWhereTheyWinClearly) {
+    // The lent 64-vCPU VM (session 36): 64 threads 10274 regions/s, 48 29906, 32 46124.
+    EXPECT_EQ(pick_thread_count({{64, 10274}, {48, 29906}, {32, 46124}}), 32);
+    EXPECT_EQ(pick_thread_count({{64, 10274}, {48, 46124}, {32, 29906}}), 48);
+    // A machine that runs every thread: the fewer are slower, or faster within the margin.
+    EXPECT_EQ(pick_thread_count({{64, 90000}, {48, 70000}, {32, 50000}}), 64);
+    EXPECT_EQ(pick_thread_count({{64, 40000}, {48, 49000}, {32, 45000}}), 64);
+    EXPECT_EQ(pick_thread_count({{64, 40000}, {48, 49000}, {32, 50001}}), 32);
+    EXPECT_EQ(pick_thread_count({{40, 1000}}), 40);
+    EXPECT_EQ(pick_thread_count({}), 1);
+}
+
+TEST(ThreadCount, EveryThreadWithoutMeasuringBelowTheProbeThreshold) {
+    for (int n : {1, 2, 16, kThreadCountProbeFrom - 1}) {
+        const ThreadCountChoice choice = choose_thread_count(n);
+        EXPECT_EQ(choice.threads, n);
+        EXPECT_TRUE(choice.samples.empty()) << n;
+    }
+}
+
+TEST(ThreadCount, TheProbeMeasuresRegions) {
+    const double rate = measure_region_rate(2, 200, 8, 1000);
+    // 200 regions of 8 tasks of ~1 µs on 2 threads: well under a second on any machine.
+    EXPECT_GT(rate, 100.0);
+}
+
+TEST(ThreadCount, DescribesTheChoice) {
+    EXPECT_EQ(describe({8, {}}, 8), "8 of 8 CPUs");
+    EXPECT_EQ(describe({32, {{64, 10274}, {48, 29906}, {32, 46124}}}, 64),
+              "32 of 64 CPUs: fork-joins completed faster on fewer threads (64 threads 10274/s, "
+              "48 threads 29906/s, 32 threads 46124/s); --threads N overrides");
+    EXPECT_EQ(describe({64, {{64, 90000}, {48, 70000}, {32, 50000}}}, 64),
+              "64 of 64 CPUs: every CPU completed fork-joins fastest (64 threads 90000/s, 48 "
+              "threads 70000/s, 32 threads 50000/s); --threads N overrides");
+}
+
+#if defined(__linux__)
+// A process pinned to fewer CPUs than the machine has (a container's cpuset, taskset) counts
+// only those: 64 threads on 8 CPUs would run like the oversubscribed VM above.
+TEST(ThreadCount, UsableCpusFollowTheAffinityMask) {
+    cpu_set_t saved;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+    EXPECT_EQ(usable_cpus(), CPU_COUNT(&saved));
+    int first = 0;
+    while (!CPU_ISSET(first, &saved)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    const int pinned = usable_cpus();
+    // The backend's pool takes the same count when left to choose.
+    const int backend_threads = CpuBackend(BackendOptions{0}, CpuTuning{}).compute_threads();
+    ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+    EXPECT_EQ(pinned, 1);
+    EXPECT_EQ(backend_threads, 1);
+}
+#endif
+
+TEST(ThreadCount, AThreadCountGivenIsTaken) {
+    CpuBackend cpu(BackendOptions{3}, CpuTuning{});
+    EXPECT_EQ(cpu.compute_threads(), 3);
+}
+
+}  // namespace
+}  // namespace brigade::model::cpu
