@@ -6,6 +6,16 @@
 namespace brigade::model {
 namespace {
 
+// "[a, b]" for an error message. (Appends: GCC 12 warns falsely on "[" + std::string.)
+std::string shape_text(std::initializer_list<std::int64_t> dims) {
+    std::string out = "[";
+    for (std::int64_t d : dims) {
+        if (out.size() > 1) out.append(", ");
+        out.append(std::to_string(d));
+    }
+    return out.append("]");
+}
+
 bool is_float_dtype(const io::TensorInfo& t) {
     return t.dtype == DType::kF32 || t.dtype == DType::kF16 || t.dtype == DType::kBF16;
 }
@@ -46,7 +56,7 @@ public:
                 where(name) + " has dtype " + info.dtype_name + " (expected F32, F16 or BF16)");
         }
         if (info.shape.size() != 1 || info.shape[0] != size) {
-            return shape_error(info, "[" + std::to_string(size) + "]");
+            return shape_error(info, shape_text({size}));
         }
         return WeightVector{*info.dtype, size, info.data};
     }
@@ -61,7 +71,7 @@ public:
         m.rows = rows;
         m.cols = cols;
         m.data = w.data;
-        const std::string rc = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+        const std::string rc = shape_text({rows, cols});
         if (!checkpoint_.contains(path + ".scales")) {
             if (!is_float_dtype(w)) {
                 return make_error(errc::unsupported_dtype,
@@ -102,9 +112,8 @@ public:
         const std::int64_t packed_cols = cols * params->bits / 32;
         const std::int64_t n_groups = cols / params->group_size;
         if (w.shape.size() != 2 || w.shape[0] != rows || w.shape[1] != packed_cols) {
-            return shape_error(w, "[" + std::to_string(rows) + ", " + std::to_string(packed_cols) +
-                                      "] (" + rc + " at " + std::to_string(params->bits) +
-                                      " bits)");
+            return shape_error(w, shape_text({rows, packed_cols}) + " (" + rc + " at " +
+                                      std::to_string(params->bits) + " bits)");
         }
         auto scales = get(path + ".scales");
         if (!scales) return scales.error();

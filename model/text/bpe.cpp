@@ -217,7 +217,10 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
         auto n = static_cast<int32_t>(symbols.size());
         symbols.push_back(Symbol{id, n - 1, n + 1, len});
     };
-    std::optional<std::pair<int32_t, uint32_t>> unk;  // pending (possibly fused) unknown
+    // A pending (possibly fused) unknown: its id and bytes, pending while unk_len > 0. (Two
+    // plain variables: GCC 12 warns falsely on an optional<pair> here.)
+    int32_t unk_id = 0;
+    uint32_t unk_len = 0;
     const bool affixes =
         !options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty();
     std::string scratch;
@@ -245,9 +248,9 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
             if (auto it = vocab_.find(s); it != vocab_.end()) id = it->second;
         }
         if (id >= 0) {
-            if (unk) {
-                add(unk->first, unk->second);
-                unk.reset();
+            if (unk_len > 0) {
+                add(unk_id, unk_len);
+                unk_len = 0;
             }
             add(id, byte_len);
             continue;
@@ -261,15 +264,16 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
             }
         }
         if (unk_id_) {
-            if (unk && options_.fuse_unk) {
-                unk->second += byte_len;
+            if (unk_len > 0 && options_.fuse_unk) {
+                unk_len += byte_len;
             } else {
-                if (unk) add(unk->first, unk->second);
-                unk = std::make_pair(*unk_id_, byte_len);
+                if (unk_len > 0) add(unk_id, unk_len);
+                unk_id = *unk_id_;
+                unk_len = byte_len;
             }
         }
     }
-    if (unk) add(unk->first, unk->second);
+    if (unk_len > 0) add(unk_id, unk_len);
     if (symbols.empty()) return;
     symbols.back().next = -1;
 

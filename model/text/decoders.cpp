@@ -164,7 +164,7 @@ void Decoder::decode_chain(std::vector<std::string>& tokens) const {
                     if (t.compare(0, affix.size(), affix) == 0) {
                         t.erase(0, affix.size());
                     } else {
-                        t.insert(0, " ");
+                        t = " " + t;
                     }
                 }
                 if (cleanup) t = word_piece_cleanup(std::move(t));

@@ -12,7 +12,7 @@ namespace {
 // jinja2's `object_type_repr`, used in undefined hints: "'dict object'", "'None'".
 std::string object_type(const Value& v) {
     if (v.is_none()) return "'None'";
-    return "'" + v.type_name() + " object'";
+    return std::string("'").append(v.type_name()).append(" object'");
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ Value Renderer::lookup(std::string_view name, const ScopePtr& scope) {
         const LoadKind* kind = s->frame ? s->frame->find(name) : nullptr;
         if (!kind || *kind == LoadKind::alias || *kind == LoadKind::parameter) continue;
         if (*kind == LoadKind::undefined) {
-            return Value::undefined("'" + std::string(name) + "' is undefined");
+            return Value::undefined(std::string("'").append(name).append("' is undefined"));
         }
         // resolve: the render variables (the outermost scope), then the globals.
         while (bottom->parent) bottom = bottom->parent.get();
@@ -37,7 +37,7 @@ Value Renderer::lookup(std::string_view name, const ScopePtr& scope) {
         break;
     }
     if (const Value* g = find_global(name)) return *g;
-    return Value::undefined("'" + std::string(name) + "' is undefined");
+    return Value::undefined(std::string("'").append(name).append("' is undefined"));
 }
 
 Value Renderer::get_attr(const Value& subject, std::string_view name) {

@@ -307,7 +307,7 @@ Value f_tojson(Renderer&, const Value& v, CallArgs& args) {
         } else {
             type_error("indent must be an int or a string");
         }
-        style.item_sep = ",";
+        style.item_sep.assign(1, ',');  // (not = ",": GCC 12 warns falsely on it here)
     }
     const Value* seps = args.get(2, "separators");
     if (seps && !seps->is_none()) {

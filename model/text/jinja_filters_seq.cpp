@@ -192,7 +192,8 @@ Value f_unique(Renderer& r, const Value& v, CallArgs& args) {
 Value f_dictsort(Renderer&, const Value& v, CallArgs& args) {
     if (!v.is_mapping()) {
         if (v.is_undefined()) fail_undefined(v);
-        raise("AttributeError", "'" + v.type_name() + "' object has no attribute 'items'");
+        raise("AttributeError",
+              std::string("'").append(v.type_name()).append("' object has no attribute 'items'"));
     }
     bool case_sensitive = bool_arg(args, 0, "case_sensitive", false);
     const Value* by = args.get(1, "by");

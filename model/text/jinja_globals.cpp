@@ -122,7 +122,9 @@ std::int64_t int_param(const Value& v) {
     if (v.is_int()) return v.as_int();
     if (v.is_bool()) return v.as_bool();
     if (v.is_undefined()) fail_undefined(v);
-    type_error("'" + v.type_name() + "' object cannot be interpreted as an integer");
+    type_error(std::string("'")
+                   .append(v.type_name())
+                   .append("' object cannot be interpreted as an integer"));
 }
 
 Value g_range(Renderer& r, CallArgs& args) {

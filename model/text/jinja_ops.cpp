@@ -219,8 +219,10 @@ std::string percent_format(const std::string& format, const Value& args) {
             case 'X':
             case 'o': {
                 if (!value->is_number())
-                    type_error("%" + std::string(1, conv) +
-                               " format: a real number is required, not " + value->type_name());
+                    type_error(std::string(1, '%')
+                                   .append(1, conv)
+                                   .append(" format: a real number is required, not ")
+                                   .append(value->type_name()));
                 long long n = value->is_float()
                                   ? static_cast<long long>(value->as_float())
                                   : static_cast<long long>(value->is_bool() ? value->as_bool()

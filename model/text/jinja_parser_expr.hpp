@@ -513,7 +513,7 @@ protected:
             start_inline = false;
             int line = cur().line;
             std::string name = expect_identifier();
-            while (skip_op(".")) name += "." + expect_identifier();
+            while (skip_op(".")) name.append(".").append(expect_identifier());
             auto e = make(ExprKind::filter, line);
             e->name = name;
             e->soft = soft_ > 0;

@@ -76,13 +76,16 @@ void Mapping::set(Value key, Value value) {
 // ---- Object -------------------------------------------------------------------------------
 
 Value Object::get_attr(std::string_view name) const {
-    return Value::undefined("'" + std::string(type_name()) + " object' has no attribute '" +
-                            std::string(name) + "'");
+    return Value::undefined(std::string("'")
+                                .append(type_name())
+                                .append(" object' has no attribute '")
+                                .append(name)
+                                .append("'"));
 }
 
 bool Object::set_attr(std::string_view, Value) { return false; }
 
-std::string Object::repr() const { return "<" + std::string(type_name()) + " object>"; }
+std::string Object::repr() const { return std::string("<").append(type_name()).append(" object>"); }
 
 Value Object::call(Renderer&, CallArgs&) const {
     type_error("'" + std::string(type_name()) + "' object is not callable");

@@ -151,7 +151,7 @@ void apply_byte_level(const PreTokenizer& pt, std::vector<Piece>& pieces) {
     std::vector<Piece> out;
     out.reserve(pieces.size());
     for (auto& p : pieces) {
-        if (pt.add_prefix_space && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, " ");
+        if (pt.add_prefix_space && (p.text.empty() || p.text[0] != ' ')) p.text = " " + p.text;
         std::size_t first = out.size();
         if (pt.use_regex) {
             split_piece(p, cover(p.text.size(), pt.regex.find_all(p.text), false),

@@ -152,7 +152,8 @@ TEST(StageWeightsBadInput, ShapeMismatch) {
                 t.shape = {t.shape[1], t.shape[0]};
             });
         },
-        errc::shape_mismatch, "model.layers.0.self_attn.k_proj.weight");
+        errc::shape_mismatch,
+        "\"model.layers.0.self_attn.k_proj.weight\" has shape [64, 32], expected [32, 64]");
 }
 
 TEST(StageWeightsBadInput, UnsupportedDtype) {
@@ -179,7 +180,8 @@ TEST(StageWeightsBadInput, QuantizedShapesAreChecked) {
     auto lying = spec;
     lying.extra_config = {{"quantization", {{"bits", 8}}}};
     expect_load_error(
-        lying, [](const auto&) {}, errc::shape_mismatch, "model.embed_tokens.weight");
+        lying, [](const auto&) {}, errc::shape_mismatch,
+        "\"model.embed_tokens.weight\" has shape [96, 8], expected [96, 16] ([96, 64] at 8 bits)");
     // .scales present but no quantization in config.json.
     auto no_cfg = spec;
     no_cfg.extra_config = {{"quantization", nullptr}, {"quantization_config", nullptr}};
