@@ -653,9 +653,9 @@ int main(int argc, char** argv) {
     const BackendKind kind = backend == "reference" ? BackendKind::kReference : BackendKind::kCpu;
     const int hw = brigade::model::cpu::usable_cpus();
     if (threads == 0 && kind == BackendKind::kCpu) {
-        // The backend's own choice, made once here so that every case (and the bounds' read
-        // loop) runs on it without measuring again.
-        const auto choice = brigade::model::cpu::choose_thread_count(hw);
+        // The backend's own choice (default_thread_count), printed, and given to every case
+        // and to the bounds' read loop.
+        const auto& choice = brigade::model::cpu::default_thread_count();
         threads = choice.threads;
         std::printf("compute threads: %s\n", brigade::model::cpu::describe(choice, hw).c_str());
     }

@@ -258,12 +258,11 @@ int serve_command(const ServeArgs& args) {
     stage_options.backend = args.model.backend;
     stage_options.n_threads = args.model.n_threads;
     if (stage_options.n_threads == 0 && stage_options.backend == "cpu") {
-        // Once for the node: every stage it loads on a re-plan, and the speed measurement,
-        // take the same count (the CPU backend would otherwise measure it on each).
-        const int usable = model::cpu::usable_cpus();
-        const model::cpu::ThreadCountChoice choice = model::cpu::choose_thread_count(usable);
+        // Measured here, before the node's speed is measured, so that the log says how.
+        const model::cpu::ThreadCountChoice& choice = model::cpu::default_thread_count();
         stage_options.n_threads = choice.threads;
-        logger->info("compute threads: {}", model::cpu::describe(choice, usable));
+        logger->info("compute threads: {}",
+                     model::cpu::describe(choice, model::cpu::usable_cpus()));
     }
     stage_options.int8_activations = args.model.int8_activations;
     stage_options.int16_activations = args.model.int16_activations;

@@ -54,7 +54,7 @@ CpuBackend::CpuBackend(const BackendOptions& options, const CpuTuning& tuning)
 }
 
 int CpuBackend::pool_threads(int requested) {
-    return requested > 0 ? requested : choose_thread_count(usable_cpus()).threads;
+    return requested > 0 ? requested : default_thread_count().threads;
 }
 
 bool CpuBackend::supports(const WeightMatrix& w) const { return weight_format_supported(w); }

@@ -94,6 +94,11 @@ ThreadCountChoice choose_thread_count(int hardware_threads) {
     return choice;
 }
 
+const ThreadCountChoice& default_thread_count() {
+    static const ThreadCountChoice choice = choose_thread_count(usable_cpus());
+    return choice;
+}
+
 int pick_thread_count(const std::vector<ThreadCountSample>& samples) {
     if (samples.empty()) return 1;
     const ThreadCountSample& all = samples.front();

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/cpu/thread_pool.hpp"  // usable_cpus
+#include "model/cpu/cpu_count.hpp"  // usable_cpus
 
 namespace brigade::model::cpu {
 
@@ -47,6 +47,12 @@ int pick_thread_count(const std::vector<ThreadCountSample>& samples);
 // them by a clear margin. The measurement takes 0.8-2 s on the lent 64-vCPU VM, where 64
 // threads run slowly; a node makes it once.
 ThreadCountChoice choose_thread_count(int hardware_threads);
+
+// choose_thread_count(usable_cpus()), measured on the first call and the same for the rest of
+// the process (a constant once made: every backend a process creates with n_threads = 0, the
+// stages of a node's re-plans and the test suites' hundreds of backends, takes it without
+// measuring again).
+const ThreadCountChoice& default_thread_count();
 
 // Regions per second of `regions` fork-joins on `threads` threads, each region `tasks` tasks
 // of about `task_ns` of arithmetic (the probe behind choose_thread_count; benches print it).

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
+#include "model/cpu/cpu_count.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <immintrin.h>
@@ -42,18 +40,6 @@ inline void cpu_relax() {
 }
 
 }  // namespace
-
-int usable_cpus() {
-#if defined(__linux__)
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        const int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-#endif
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) {

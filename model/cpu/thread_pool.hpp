@@ -30,10 +30,6 @@
 
 namespace brigade::model::cpu {
 
-// CPUs this process may run on: its affinity mask where the system has one (a container
-// pinned to 8 of 64 CPUs reports 64 hardware threads), else the hardware threads.
-int usable_cpus();
-
 class ThreadPool {
 public:
     // `n_threads` counts the caller: n_threads - 1 workers are started. 0 = every CPU the

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "model/cpu/cpu_backend.hpp"
+#include "model/cpu/thread_pool.hpp"
+#include "tests/support/test_support.hpp"
 
 #if defined(__linux__)
 #include <sched.h>
@@ -55,7 +58,12 @@ TEST(ThreadCount, DescribesTheChoice) {
 TEST(ThreadCount, UsableCpusFollowTheAffinityMask) {
     cpu_set_t saved;
     ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
-    EXPECT_EQ(usable_cpus(), CPU_COUNT(&saved));
+    int expected = CPU_COUNT(&saved);
+    if (const auto quota =
+            cgroup_cpu_limit("/sys/fs/cgroup", test::read_file("/proc/self/cgroup"))) {
+        expected = std::min(expected, *quota);
+    }
+    EXPECT_EQ(usable_cpus(), expected);
     int first = 0;
     while (!CPU_ISSET(first, &saved)) ++first;
     cpu_set_t one;
@@ -63,17 +71,23 @@ TEST(ThreadCount, UsableCpusFollowTheAffinityMask) {
     CPU_SET(first, &one);
     ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
     const int pinned = usable_cpus();
-    // The backend's pool takes the same count when left to choose.
-    const int backend_threads = CpuBackend(BackendOptions{0}, CpuTuning{}).compute_threads();
+    // A pool and the thread-count choice take the same count when left to choose.
+    const int pool_threads = ThreadPool(0).size();
+    const int chosen = choose_thread_count(usable_cpus()).threads;
     ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
     EXPECT_EQ(pinned, 1);
-    EXPECT_EQ(backend_threads, 1);
+    EXPECT_EQ(pool_threads, 1);
+    EXPECT_EQ(chosen, 1);
 }
 #endif
 
-TEST(ThreadCount, AThreadCountGivenIsTaken) {
-    CpuBackend cpu(BackendOptions{3}, CpuTuning{});
-    EXPECT_EQ(cpu.compute_threads(), 3);
+TEST(ThreadCount, AThreadCountGivenIsTakenAndNoneTheProcesssChoice) {
+    EXPECT_EQ(CpuBackend(BackendOptions{3}, CpuTuning{}).compute_threads(), 3);
+    const ThreadCountChoice& choice = default_thread_count();
+    EXPECT_EQ(&choice, &default_thread_count());  // measured once
+    EXPECT_EQ(CpuBackend(BackendOptions{0}, CpuTuning{}).compute_threads(), choice.threads);
+    EXPECT_GE(choice.threads, 1);
+    EXPECT_LE(choice.threads, usable_cpus());
 }
 
 }  // namespace
