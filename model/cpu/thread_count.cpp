@@ -40,7 +40,7 @@ int iterations_for(int ns) {
 std::string describe(const ThreadCountChoice& choice, int usable) {
     std::string out = std::to_string(choice.threads) + " of " + std::to_string(usable) + " CPUs";
     if (choice.samples.empty()) return out;
-    out += choice.threads == usable ? ": every CPU completed fork-joins fastest ("
+    out += choice.threads == usable ? ": fewer threads were not 25% faster at fork-joins ("
                                     : ": fork-joins completed faster on fewer threads (";
     for (std::size_t i = 0; i < choice.samples.size(); ++i) {
         char buf[64];
@@ -64,10 +64,10 @@ double measure_region_rate(int threads, int regions, int tasks, int task_ns) {
     for (int r = 0; r < regions / 10 + 1; ++r) region();  // wake and warm the workers
     const auto t0 = Clock::now();
     for (int r = 0; r < regions; ++r) region();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     volatile float keep = sinks[0];
     (void)keep;
-    return static_cast<double>(regions) / std::max(s, 1e-9);
+    return static_cast<double>(regions) / std::max(seconds, 1e-9);
 }
 
 ThreadCountChoice choose_thread_count(int hardware_threads) {
