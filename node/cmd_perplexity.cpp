@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model/backend.hpp"
+#include "model/cpu/thread_count.hpp"
 #include "model/forward.hpp"
 #include "model/model_config.hpp"
 #include "model/perplexity.hpp"
@@ -98,6 +99,11 @@ int run_perplexity(const PerplexityArgs& args) {
 
     const auto kind =
         args.backend == "reference" ? model::BackendKind::kReference : model::BackendKind::kCpu;
+    if (const std::string warning =
+            model::cpu::oversubscription_warning(args.threads, model::cpu::usable_cpus());
+        !warning.empty() && kind == model::BackendKind::kCpu) {
+        std::fprintf(stderr, "brigade perplexity: warning: %s\n", warning.c_str());
+    }
     model::BackendOptions backend_options;
     backend_options.n_threads = args.threads;
     backend_options.cpu_int8_activations = args.int8_activations;

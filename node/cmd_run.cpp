@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/cpu/thread_count.hpp"
 #include "model/forward.hpp"
 #include "model/generate.hpp"
 #include "model/model_config.hpp"
@@ -250,6 +251,11 @@ int run_command(const RunArgs& args) {
     }
     if (args.n_predict < 0) return fail("-n must be >= 0");
     if (args.threads < 0) return fail("--threads must be >= 0");
+    if (const std::string warning =
+            model::cpu::oversubscription_warning(args.threads, model::cpu::usable_cpus());
+        !warning.empty() && args.backend == "cpu") {
+        std::fprintf(stderr, "brigade run: warning: %s\n", warning.c_str());
+    }
     if (auto v = model::validate_sampling_params(args.sampling); !v) {
         return fail(v.error().message);
     }

@@ -257,6 +257,11 @@ int serve_command(const ServeArgs& args) {
     StageLoadOptions stage_options;
     stage_options.backend = args.model.backend;
     stage_options.n_threads = args.model.n_threads;
+    if (const std::string warning = model::cpu::oversubscription_warning(stage_options.n_threads,
+                                                                         model::cpu::usable_cpus());
+        !warning.empty() && stage_options.backend == "cpu") {
+        logger->warn("{}", warning);
+    }
     if (stage_options.n_threads == 0 && stage_options.backend == "cpu") {
         // Measured here, before the node's speed is measured, so that the log says how.
         const model::cpu::ThreadCountChoice& choice = model::cpu::default_thread_count();

@@ -51,6 +51,13 @@ std::string describe(const ThreadCountChoice& choice, int usable) {
     return out + "); --threads N overrides";
 }
 
+std::string oversubscription_warning(int threads, int usable) {
+    if (threads <= usable) return "";
+    return std::to_string(threads) + " compute threads on " + std::to_string(usable) +
+           " usable CPUs: threads beyond the CPUs take turns and every parallel step waits for "
+           "the last of them; --threads 0 chooses";
+}
+
 double measure_region_rate(int threads, int regions, int tasks, int task_ns) {
     ThreadPool pool(threads);
     const int iterations = iterations_for(task_ns);

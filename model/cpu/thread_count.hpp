@@ -32,6 +32,11 @@ struct ThreadCountChoice {
 // What the choice was and why, for a node's log: "32 of 64 CPUs: ...".
 std::string describe(const ThreadCountChoice& choice, int usable);
 
+// A warning where a thread count given by the user exceeds the usable CPUs (a container's
+// quota or cpuset below the host's cores is the usual way to get there); "" otherwise. More
+// threads than CPUs take turns, and every fork-join waits for the last of them.
+std::string oversubscription_warning(int threads, int usable);
+
 // Below this many hardware threads every one is used without a measurement: the lent 16- and
 // 32-vCPU VMs decoded fastest on all of them (sessions 22 and 23).
 inline constexpr int kThreadCountProbeFrom = 33;

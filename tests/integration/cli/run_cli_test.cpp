@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/cpu/cpu_count.hpp"
 #include "model/io/safetensors.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/unit/model/tiny_model.hpp"
@@ -285,6 +286,22 @@ TEST_F(RunCliBadInput, BadArguments) {
     r = run_brigade({"run", "--model", m, "--prompt-ids", "1,2,3", "--ctx", "2"});
     EXPECT_EQ(r.exit_code, 1) << describe(r);
     EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
+}
+
+// More threads than the process's CPUs (a container's quota or cpuset) still run, with a
+// warning that says why it will be slow; as many as the CPUs, none.
+TEST(RunCli, WarnsOfMoreThreadsThanUsableCpus) {
+    const int usable = model::cpu::usable_cpus();
+    auto r = run_brigade(
+        {"run", "--prompt", "Hello", "-n", "2", "--threads", std::to_string(usable + 1)});
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_NE(r.err.find("brigade run: warning: " + std::to_string(usable + 1) +
+                         " compute threads on " + std::to_string(usable) + " usable CPUs"),
+              std::string::npos)
+        << describe(r);
+    r = run_brigade({"run", "--prompt", "Hello", "-n", "2", "--threads", std::to_string(usable)});
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << describe(r);
 }
 
 }  // namespace

@@ -52,6 +52,14 @@ TEST(ThreadCount, DescribesTheChoice) {
               "48 threads 70000/s, 32 threads 50000/s); --threads N overrides");
 }
 
+TEST(ThreadCount, WarnsOfMoreThreadsThanCpus) {
+    EXPECT_EQ(oversubscription_warning(8, 8), "");
+    EXPECT_EQ(oversubscription_warning(0, 8), "");
+    EXPECT_EQ(oversubscription_warning(64, 8),
+              "64 compute threads on 8 usable CPUs: threads beyond the CPUs take turns and every "
+              "parallel step waits for the last of them; --threads 0 chooses");
+}
+
 #if defined(__linux__)
 // A process pinned to fewer CPUs than the machine has (a container's cpuset, taskset) counts
 // only those: 64 threads on 8 CPUs would run like the oversubscribed VM above.
