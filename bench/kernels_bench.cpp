@@ -356,7 +356,7 @@ int main(int argc, char** argv) {
     token_vectors.grouped_max_tokens = 4;
     token_vectors.plain_tiles_max_tokens = 4;
     CpuBackend token_vectors_backend(BackendOptions{opt.threads}, token_vectors);
-    const int n_threads = backend.n_threads();
+    const int n_threads = backend.compute_threads();
     // The target the kernels dispatch to: the best one both supported here and compiled in.
     const std::int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
     const std::int64_t best_target = usable & ~(usable - 1);

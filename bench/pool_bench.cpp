@@ -172,22 +172,18 @@ int main(int argc, char** argv) {
                       ? n_threads
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (choose) {
-        // The backend's thread-count probe (thread_count.hpp) on n hardware threads, whatever
-        // n is, then its choice timed as a whole.
+        // The backend's thread-count probe (thread_count.hpp) on n CPUs, whatever n is (the
+        // backend measures only from kThreadCountProbeFrom), three times, and its decision.
         for (int round = 0; round < 3; ++round) {
-            for (int t : {n, n * 3 / 4, n / 2}) {
-                std::printf("round %d: %d threads: %.0f regions/s\n", round, t,
-                            brigade::model::cpu::measure_region_rate(t, 1500, 4 * n, 2000));
+            const auto t0 = Clock::now();
+            const auto samples = brigade::model::cpu::measure_thread_counts(n);
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            std::printf("probe %d (%.2f s):", round, s);
+            for (const auto& sample : samples) {
+                std::printf(" %d threads %.0f regions/s;", sample.threads, sample.regions_per_s);
             }
+            std::printf(" would take %d\n", brigade::model::cpu::pick_thread_count(samples));
         }
-        const auto t0 = Clock::now();
-        const auto choice = brigade::model::cpu::choose_thread_count(n);
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        std::printf("choice: %d threads (%.2f s)", choice.threads, s);
-        for (const auto& sample : choice.samples) {
-            std::printf(", %d: %.0f/s", sample.threads, sample.regions_per_s);
-        }
-        std::printf("\n");
         return 0;
     }
     const double ns_tick = ns_per_tick();

@@ -292,7 +292,6 @@ public:
     std::string_view name() const override { return "cpu"; }
     BackendKind kind() const override { return BackendKind::kCpu; }
     bool supports(const WeightMatrix& w) const override;
-    int n_threads() const { return pool_.size(); }
     int compute_threads() const override { return pool_.size(); }
     const CpuTuning& tuning() const { return tuning_; }
     // Takes effect from the next op: benches flip a knob between decode steps to compare the
@@ -346,7 +345,7 @@ public:
     void set_rows_are_decode_steps(bool decode_steps) override { decode_steps_ = decode_steps; }
 
 private:
-    // The pool's size: `requested` where the user gave one, else choose_thread_count's.
+    // The pool's size: `requested` where the user gave one, else default_thread_count's.
     static int pool_threads(int requested);
     // The activations of one decode matmul as its kernel takes them, prepared once per call
     // (and shared by the matrices of a fused op that take the same preparation).

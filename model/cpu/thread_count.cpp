@@ -77,26 +77,34 @@ double measure_region_rate(int threads, int regions, int tasks, int task_ns) {
     return static_cast<double>(regions) / std::max(seconds, 1e-9);
 }
 
-ThreadCountChoice choose_thread_count(int hardware_threads) {
-    ThreadCountChoice choice;
-    choice.threads = std::max(1, hardware_threads);
-    if (hardware_threads < kThreadCountProbeFrom) return choice;
+std::vector<ThreadCountSample> measure_thread_counts(int hardware_threads) {
+    hardware_threads = std::max(1, hardware_threads);
     // Regions shaped like a small decode matmul's: 4 tasks a thread of all of them, ~2 µs each,
     // so the fewer threads do more work per region and only win where the others do not run.
     const int tasks = 4 * hardware_threads;
     constexpr int kTaskNs = 2000;
     constexpr int kRegions = 1500;
-    const int counts[] = {hardware_threads, hardware_threads * 3 / 4, hardware_threads / 2};
+    const int counts[] = {hardware_threads, std::max(1, hardware_threads * 3 / 4),
+                          std::max(1, hardware_threads / 2)};
     std::vector<std::vector<double>> rates(std::size(counts));
     for (int round = 0; round < 3; ++round) {
         for (std::size_t i = 0; i < std::size(counts); ++i) {
             rates[i].push_back(measure_region_rate(counts[i], kRegions, tasks, kTaskNs));
         }
     }
+    std::vector<ThreadCountSample> samples;
     for (std::size_t i = 0; i < std::size(counts); ++i) {
         std::sort(rates[i].begin(), rates[i].end());
-        choice.samples.push_back({counts[i], rates[i][rates[i].size() / 2]});
+        samples.push_back({counts[i], rates[i][rates[i].size() / 2]});
     }
+    return samples;
+}
+
+ThreadCountChoice choose_thread_count(int hardware_threads) {
+    ThreadCountChoice choice;
+    choice.threads = std::max(1, hardware_threads);
+    if (hardware_threads < kThreadCountProbeFrom) return choice;
+    choice.samples = measure_thread_counts(hardware_threads);
     choice.threads = pick_thread_count(choice.samples);
     return choice;
 }

@@ -47,6 +47,10 @@ inline constexpr int kThreadCountProbeFrom = 33;
 // have run them, so it must win clearly.)
 int pick_thread_count(const std::vector<ThreadCountSample>& samples);
 
+// The probe's measurements on `hardware_threads` (whatever their number): all, three quarters
+// and half of them, the median of three rounds each, all first.
+std::vector<ThreadCountSample> measure_thread_counts(int hardware_threads);
+
 // The thread count for `hardware_threads`: all of them, or (from kThreadCountProbeFrom) the
 // count among all, three quarters and half whose regions completed fastest, if it beat all of
 // them by a clear margin. The measurement takes 0.8-2 s on the lent 64-vCPU VM, where 64

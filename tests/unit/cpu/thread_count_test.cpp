@@ -36,6 +36,19 @@ TEST(ThreadCount, EveryThreadWithoutMeasuringBelowTheProbeThreshold) {
     }
 }
 
+// The probe's measurements, whatever the CPU count (benches force it below the threshold):
+// all, three quarters and half, never a pool of 0 (which would mean every CPU).
+TEST(ThreadCount, TheProbeMeasuresEveryCandidate) {
+    for (int n : {1, 2}) {
+        const auto samples = measure_thread_counts(n);
+        ASSERT_EQ(samples.size(), 3u) << n;
+        EXPECT_EQ(samples[0].threads, n);
+        EXPECT_EQ(samples[1].threads, std::max(1, n * 3 / 4));
+        EXPECT_EQ(samples[2].threads, std::max(1, n / 2));
+        for (const auto& s : samples) EXPECT_GT(s.regions_per_s, 0.0) << n;
+    }
+}
+
 TEST(ThreadCount, TheProbeMeasuresRegions) {
     const double rate = measure_region_rate(2, 200, 8, 1000);
     // 200 regions of 8 tasks of ~1 µs on 2 threads: well under a second on any machine.
