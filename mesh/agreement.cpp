@@ -120,6 +120,12 @@ Result<std::vector<AgreementAction>> Agreement::propose(PlanPropose plan, Clock:
 
 std::vector<AgreementAction> Agreement::on_peer_joined(const NodeId& id) {
     if (!is_coordinator() || !active_ || id == self_) return {};
+    // A stage node of the active plan that links again either still serves it (its link only
+    // dropped) or was restarted and has no stage loaded: the plan and an immediate commit would
+    // have it activate a stage it is still loading. A restart re-plans instead (PROTOCOL.md §6).
+    for (const StageAssignment& s : active_->stages) {
+        if (s.node == id) return {};
+    }
     std::vector<AgreementAction> out;
     out.push_back(send_action(id, *active_));
     out.push_back(send_action(id, PlanCommit{active_->epoch, active_->coordinator}));

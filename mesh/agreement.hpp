@@ -69,7 +69,8 @@ public:
 
     // Coordinator only: proposes `plan` (its epoch and coordinator fields are filled in here).
     Result<std::vector<AgreementAction>> propose(PlanPropose plan, Clock::time_point now);
-    // Coordinator: bring a node that just joined up to date with the active plan.
+    // Coordinator: bring a node that just joined up to date with the active plan (not a stage
+    // node of it: see agreement.cpp).
     std::vector<AgreementAction> on_peer_joined(const NodeId& id);
 
     std::vector<AgreementAction> on_propose(const NodeId& from, const PlanPropose& p,

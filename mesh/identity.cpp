@@ -263,6 +263,13 @@ bool verify_signature(const Ed25519PublicKey& pk, const std::uint8_t* data, std:
     return crypto_sign_verify_detached(signature.data(), data, n, pk.data()) == 0;
 }
 
+std::uint64_t new_incarnation() {
+    ensure_sodium_initialized();
+    std::uint64_t x = 0;
+    while (x == 0) randombytes_buf(&x, sizeof x);
+    return x;
+}
+
 Result<X25519Key> ed25519_to_x25519_public(const Ed25519PublicKey& pk) {
     X25519Key k{};
     if (crypto_sign_ed25519_pk_to_curve25519(k.data(), pk.data()) != 0) {

@@ -84,6 +84,9 @@ bool verify_signature(const Ed25519PublicKey& pk, const std::uint8_t* data, std:
 // libsodium's Ed25519 -> X25519 public key map; fails for keys not on the curve.
 Result<X25519Key> ed25519_to_x25519_public(const Ed25519PublicKey& pk);
 
+// A random, nonzero number naming one run of a node process (Hello::incarnation).
+std::uint64_t new_incarnation();
+
 // BRIGADE_HOME if set, else $HOME/.brigade. Reads the environment; call once at startup and pass
 // the path on.
 std::filesystem::path default_brigade_home();

@@ -14,7 +14,8 @@ namespace brigade::mesh {
 inline constexpr std::uint16_t kProtocolMajor = 1;
 // Minor 1: KvPrefix frames (multi-stage prefix reuse). A node of minor 0 closes a link that
 // carries one, so every node of a pipeline must run minor >= 1.
-inline constexpr std::uint16_t kProtocolMinor = 1;
+// Minor 2: Hello carries the sender's incarnation (appended; a minor-1 node ignores it).
+inline constexpr std::uint16_t kProtocolMinor = 2;
 
 // Capability bits a node announces in Hello; a link uses the AND of both sides.
 enum Capability : std::uint64_t {
@@ -52,6 +53,11 @@ struct Hello {
     NodeId node_id;
     std::uint16_t listen_port = 0;  // where this node accepts mesh links (0: does not listen)
     std::string software;           // e.g. "brigade/0.1.0", for logs
+    // Random, drawn once per process start (never 0 from a node of minor >= 2; 0 from an older
+    // node). A peer that links again with another incarnation was restarted: whatever its
+    // previous run held (a loaded stage, KV of requests in flight) is gone, even if the restart
+    // was too quick for membership's timeouts to notice.
+    std::uint64_t incarnation = 0;
     bool operator==(const Hello&) const = default;
 };
 

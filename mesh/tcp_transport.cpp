@@ -537,8 +537,8 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
     HandshakeOutcome outcome = hs.take_outcome();
     SecureChannel channel(outcome.send, outcome.recv, config.limits);
 
-    const Hello hello{kProtocolMajor, kProtocolMinor,     config.capabilities,
-                      identity.id(),  config.listen_port, config.software};
+    const Hello hello{kProtocolMajor,     kProtocolMinor,  config.capabilities, identity.id(),
+                      config.listen_port, config.software, config.incarnation};
     Bytes wire;
     if (auto s = channel.seal(hello, wire); !s) {
         Result<std::shared_ptr<Link>> r_ = failed(s.error());

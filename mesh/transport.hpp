@@ -43,6 +43,7 @@ struct LinkConfig {
     std::uint64_t capabilities = kCapActivationsBf16 | kCapActivationsF32 | kCapPipelineStage;
     std::uint16_t listen_port = 0;
     std::string software = "brigade/0.1.0";
+    std::uint64_t incarnation = 0;  // sent in Hello (see there)
     LogSink log;
 };
 

@@ -37,6 +37,7 @@ void encode_body(ByteWriter& w, const Hello& m) {
     put_id(w, m.node_id);
     w.u16(m.listen_port);
     w.str(m.software);
+    w.u64(m.incarnation);
 }
 void encode_body(ByteWriter& w, const Heartbeat& m) {
     w.u64(m.seq);
@@ -186,6 +187,8 @@ Result<Message> decode_hello(ByteReader& r) {
     m.node_id = get_id(r);
     m.listen_port = r.u16();
     m.software = r.str(256);
+    // Appended in minor 2: a minor-1 Hello ends before it.
+    if (r.ok() && r.remaining() >= 8) m.incarnation = r.u64();
     if (!r.ok()) return bad(MsgType::kHello, "truncated or oversized field");
     return Message{std::move(m)};
 }

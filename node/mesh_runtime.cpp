@@ -131,6 +131,7 @@ mesh::LinkConfig MeshRuntime::Impl::link_config() const {
     // silence from the last frame (see refresh_membership).
     c.idle_timeout = std::max(options.membership.suspect_after, 3 * options.keepalive_interval);
     c.listen_port = bound_port.load();
+    c.incarnation = incarnation;
     c.capabilities |= mesh::kCapApi;
     c.log = [weak = weak_from_this()](mesh::LogLevel level, std::string_view line) {
         if (auto self = weak.lock()) self->log(level, line);

@@ -92,6 +92,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     MeshRuntimeOptions options;
     std::shared_ptr<spdlog::logger> logger;
     RuntimeSender frame_sender{*this};
+    // This run of the node (Hello::incarnation): a peer that sees it change knows we restarted.
+    const std::uint64_t incarnation = mesh::new_incarnation();
     boost::asio::io_context io;
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
     std::thread io_thread;
@@ -124,6 +126,9 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     static constexpr std::chrono::milliseconds kHoldOutgoing{3000};
     static constexpr std::size_t kMaxHeldOutgoing = 256;
     void expire_held_outgoing(mesh::Clock::time_point now);
+    // The incarnation each linked peer's Hello named (0: a node before protocol 1.2).
+    std::map<mesh::NodeId, std::uint64_t> peer_incarnations;
+    std::optional<mesh::NodeId> restarting;  // set while peer_restarted reports the old run gone
     std::map<mesh::NodeId, DialState> peer_dials;
     std::map<mesh::PeerAddress, DialState> seed_dials;
     std::map<mesh::PeerAddress, mesh::NodeId> seed_ids;  // which node a seed address turned out
@@ -167,6 +172,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void dial_due(mesh::Clock::time_point now);
     void adopt(std::shared_ptr<mesh::Link> link, bool outbound,
                std::optional<mesh::PeerAddress> dialled);
+    // The peer linked again as another run of itself: its previous run is gone.
+    void peer_restarted(const mesh::NodeId& peer, mesh::Clock::time_point now);
     boost::asio::awaitable<void> read_loop(std::shared_ptr<LinkSlot> slot);
     boost::asio::awaitable<void> write_loop(std::shared_ptr<LinkSlot> slot);
     void link_closed(const std::shared_ptr<LinkSlot>& slot);
@@ -189,7 +196,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     bool members_see_each_other() const;
     void run_actions(std::vector<mesh::AgreementAction> actions);
     void activate(const mesh::PlanPropose& plan);
-    void stage_node_gone(const mesh::NodeId& id);
+    // `restarted`: a new run of it has already linked (peer_restarted), so a plan is coming.
+    void stage_node_gone(const mesh::NodeId& id, bool restarted);
     // `plan_expected`: a plan is being formed (requests may wait for it); false: final until
     // capacity changes (the model fits nowhere).
     void set_unavailable(std::string why, bool plan_expected);

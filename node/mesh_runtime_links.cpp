@@ -144,6 +144,14 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
         link->close("dialled ourselves");
         return;
     }
+    // Before the duplicate check: a link of the previous run may still look open.
+    if (const std::uint64_t incarnation = link->peer().hello.incarnation; incarnation != 0) {
+        const auto known = peer_incarnations.find(peer);
+        if (known != peer_incarnations.end() && known->second != incarnation) {
+            peer_restarted(peer, Clock::now());
+        }
+        peer_incarnations[peer] = incarnation;
+    }
     if (auto it = links.find(peer); it != links.end() && it->second->link->is_open()) {
         // Both dialled: on both sides the link dialled by the lower id wins.
         if (!dialled_by_lower_id(outbound, key.id(), peer)) {
@@ -187,6 +195,19 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     on_member_events(membership.on_heard(peer, now));
     // A node that (re)joins learns the committed plan from the coordinator.
     run_actions(agreement.on_peer_joined(peer));
+}
+
+void MeshRuntime::Impl::peer_restarted(const mesh::NodeId& peer, Clock::time_point now) {
+    logger->warn("member {} restarted: its previous run is gone (a new run linked)",
+                 peer.short_string());
+    held_outgoing.erase(peer);  // frames for the previous run
+    // The previous run leaves as if it had said Bye (its stage and the KV of requests in flight
+    // died with it), then the new run joins: a re-plan follows, as after a death, without
+    // waiting for membership's timeouts, which a quick restart never trips.
+    restarting = peer;
+    on_member_events(membership.on_left(peer));
+    restarting.reset();
+    on_member_events(membership.on_heard(peer, now));
 }
 
 asio::awaitable<void> MeshRuntime::Impl::read_loop(std::shared_ptr<LinkSlot> slot) {

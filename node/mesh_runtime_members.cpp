@@ -58,12 +58,16 @@ void MeshRuntime::Impl::on_member_events(const std::vector<mesh::MemberEvent>& e
                 changed = true;
                 break;
             case mesh::MemberEventKind::kDead:
-            case mesh::MemberEventKind::kLeft:
+            case mesh::MemberEventKind::kLeft: {
+                const bool restarted = restarting == e.id;
                 logger->info("member {} {} ({} members)", who,
-                             e.kind == mesh::MemberEventKind::kDead ? "is dead" : "left",
+                             restarted                                ? "restarted: left"
+                             : e.kind == mesh::MemberEventKind::kDead ? "is dead"
+                                                                      : "left",
                              membership.size());
                 plan_inputs.erase(e.id);
                 first_seen.erase(e.id);
+                if (!restarted) peer_incarnations.erase(e.id);
                 if (auto it = links.find(e.id); it != links.end()) {
                     it->second->retired = true;
                     it->second->link->close("member gone");
@@ -71,9 +75,10 @@ void MeshRuntime::Impl::on_member_events(const std::vector<mesh::MemberEvent>& e
                     links.erase(it);
                 }
                 host->on_member_gone(e.id);
-                stage_node_gone(e.id);
+                stage_node_gone(e.id, restarted);
                 changed = true;
                 break;
+            }
             case mesh::MemberEventKind::kCapacityChanged: {
                 const mesh::Member* m = membership.find(e.id);
                 if (m == nullptr || !m->capacity) break;

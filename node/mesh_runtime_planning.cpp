@@ -271,13 +271,19 @@ int MeshRuntime::Impl::leave_state() const {
     return 0;
 }
 
-void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id) {
+void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id, bool restarted) {
     const auto& active = agreement.active();
     if (!active || !active_built) return;
     for (const mesh::StageAssignment& s : active->stages) {
         if (s.node == id) {
             logger->warn("stage node {} of plan {} is gone: the pipeline stops until re-planned",
                          id.short_string(), active->epoch);
+            if (restarted) {
+                // Its new run counts in the next plan: no "no fit" from the others alone.
+                set_unavailable("re-planning: stage node " + id.short_string() + " restarted",
+                                /*plan_expected=*/true);
+                return;
+            }
             // If the others cannot hold the model, say that at once (requests then get a fast
             // 503 instead of waiting for a plan that cannot come). The planner is a pure
             // function of what we know: ask it now rather than after the planning debounce.

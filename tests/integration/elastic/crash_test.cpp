@@ -138,6 +138,65 @@ TEST_F(ElasticCrash, KillCoordinatorWhileItHoldsAStage) {
     report_recovery("crash.coordinator", r);
 }
 
+// A stage node killed and started again with the same identity before the mesh notices that it
+// died, as a process manager restarts a crashed node within a second (well inside
+// --suspect-after). The new run has none of the old one's state: no stage loaded, no KV of the
+// requests in flight. Its Hello says it is a new run, so the others treat the old run as gone
+// at once and re-plan with the new one, and both streams resume. Three nodes that the model
+// needs all of: there is no other node to move the stage to.
+TEST_F(ElasticCrash, StageRestartedBeforeItsDeathIsNoticed) {
+    ElasticMesh mesh(elastic_spec("kback"));
+    ASSERT_EQ(mesh.start(std::vector<std::string>(3, kThreeStageMemory), 3), "");
+    // Not the coordinator: a restarted coordinator proposes a plan of its own at once.
+    NodeProcess* victim = nullptr;
+    for (std::size_t i = 3; i-- > 0 && victim == nullptr;) {
+        if (mesh.stage_node(i) != mesh.coordinator()) victim = mesh.stage_node(i);
+    }
+    ASSERT_NE(victim, nullptr) << mesh.view().dump();
+    std::vector<NodeProcess*> entries;
+    for (auto* n : mesh.live_nodes()) {
+        if (n != victim) entries.push_back(n);
+    }
+    ASSERT_EQ(entries.size(), 2u);
+    const auto epoch = mesh.epoch();
+    const auto home = mesh.home_of(victim);
+
+    NodeProcess* back = nullptr;
+    SteadyClock::time_point back_at;
+    auto r = run_disruption(*victim, Disrupt::kCustom, *entries[0], *entries[1], [&] {
+        victim->kill_now();
+        back = mesh.add_node(kThreeStageMemory, 3, home);
+        back_at = SteadyClock::now();
+    });
+    ASSERT_NE(back, nullptr) << mesh.error();
+    const auto down_ms = std::chrono::duration_cast<Millis>(back_at - r.fired_at).count();
+    report_figure("crash.restarted.kill_to_ready_ms", std::to_string(down_ms) + " ms");
+    // Usually well inside the suspect time; a loaded machine may take longer, which still tests
+    // the restart as long as the old run was not declared dead first.
+    ASSERT_LT(down_ms, kDeadAfterMs) << "the node took too long to start again for this test";
+    expect_both_streams_complete(r, *ref_, "tail stage restarted", mesh.logs());
+    // A newer plan that has the restarted node (same id) in it.
+    ASSERT_EQ(mesh.wait_plan(3, 3,
+                             [&](const nlohmann::json& v) {
+                                 if (v["plan"]["epoch"].get<std::int64_t>() <= epoch) return false;
+                                 for (const auto& s : v["plan"]["stages"]) {
+                                     if (s["node"] == home.id) return true;
+                                 }
+                                 return false;
+                             }),
+              "");
+    for (NodeProcess* n : entries) {
+        EXPECT_NE(n->logs(1 << 20).find(home.id.substr(0, 8) + " restarted"), std::string::npos)
+            << n->name() << " did not see the restart:\n"
+            << mesh.logs();
+    }
+    report_recovery("crash.restarted", r);
+    EXPECT_EQ(
+        completion_text(
+            back->post("/v1/completions", completion_body(demo_chat_prompt(kShortUsers[0]), 32))),
+        cached_reference(demo_model_dir(), demo_chat_prompt(kShortUsers[0]), 32, kDemoVocab).text);
+}
+
 // Requests that arrive after a stage died, while the survivors re-plan (issue 7: the mesh holds
 // them for a bounded time and serves them on the next plan, since the survivors can hold the
 // model): none is refused, each gets the text of an uninterrupted run. Three clients send short

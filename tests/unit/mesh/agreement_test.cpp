@@ -344,6 +344,34 @@ TEST(Agreement, JoinerLearnsTheActivePlan) {
     EXPECT_EQ(sim.count(id_of(4), Kind::kLoadStage), 0);
 }
 
+// A stage node of the active plan that links again is not sent that plan and its commit: a
+// restarted one would take the commit while still loading its stage, and serve nothing. The
+// restart re-plans instead, and that plan commits with the new run's stage loaded.
+TEST(Agreement, RestartedStageNodeIsNotSentTheActivePlan) {
+    Sim sim({1, 2});
+    sim.commit(1, plan_of({{1, {0, 12}}, {2, {12, 24}}}));
+    ASSERT_EQ(sim.nodes.at(id_of(2)).active()->epoch, 1u);
+    // Node 2's process restarts: a fresh agreement with the same id.
+    sim.nodes.erase(id_of(2));
+    sim.effects.erase(id_of(2));
+    sim.loaded.clear();
+    sim.join(2, {1, 2});
+    EXPECT_TRUE(sim.nodes.at(id_of(1)).on_peer_joined(id_of(2)).empty());
+    // A node not in the plan still learns it.
+    sim.join(4, {1, 2, 4});
+    sim.apply(id_of(1), sim.nodes.at(id_of(1)).on_peer_joined(id_of(4)));
+    sim.deliver_all(t0);
+    ASSERT_TRUE(sim.nodes.at(id_of(4)).active());
+    EXPECT_FALSE(sim.nodes.at(id_of(2)).active());
+    EXPECT_EQ(sim.count(id_of(2), Kind::kActivate), 0);
+    // The re-plan: node 2 loads its range for the new epoch, then activates it.
+    sim.commit(1, plan_of({{1, {0, 12}}, {2, {12, 24}}}));
+    ASSERT_TRUE(sim.nodes.at(id_of(2)).active());
+    EXPECT_EQ(sim.nodes.at(id_of(2)).active()->epoch, 2u);
+    EXPECT_EQ(sim.count(id_of(2), Kind::kLoadStage), 1);
+    EXPECT_EQ(sim.count(id_of(2), Kind::kActivate), 1);
+}
+
 // A joiner with the lowest id coordinates at once. Capacity reports tell it which epoch the
 // mesh serves, so its first proposal goes above it and commits, with no refused round.
 TEST(Agreement, JoinerThatCoordinatesProposesAboveTheServedEpoch) {
