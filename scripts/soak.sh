@@ -3,6 +3,8 @@
 # on loopback under concurrent streaming load for N minutes while it loops disruptions:
 #   - a stage node is killed (SIGKILL) or stopped (SIGTERM), then restarted with the same
 #     identity after a pause (it rejoins);
+#   - or killed and started again at once, before the others miss it (a process manager's
+#     restart): its new run must be planned in again;
 #   - every third cycle a node offering 16 MB joins (the planner moves the whole demo model onto
 #     it), serves for a while, and is then killed.
 # Four nodes of 2.6 MB each need three stages for the demo model, so one node down at a time
@@ -263,6 +265,31 @@ def disrupt(node, sig, kind):
     log(f"  plan without {node.name}: " + (f"{event['replanned_s']} s" if got else "NOT within 30 s"))
 
 
+def restart_at_once(node):
+    """kill -9, then the same identity started again at once, before the others miss it."""
+    view = node.view() or {}
+    role = "stage" if node.id in plan_of(view) else "spare"
+    epoch = (view.get("plan") or {}).get("epoch", 0)
+    n_alive = len(live())
+    peer = next(n for n in live() if n is not node)
+    node.stop(signal.SIGKILL)
+    event = {"kind": "restart", "node": node.name, "role": role, "at": now(),
+             "ready_s": None, "replanned_s": None}
+    events.append(event)
+    node.wait_exit(5)
+    node.start(token, peer.mesh_port, n_alive)
+    event["ready_s"] = round(now() - event["at"], 3)
+
+    def replanned():
+        # A stage's new run needs a new plan; a spare's only to be a member again.
+        return common_view(n_alive, 3,
+                           lambda v: role != "stage" or v["plan"]["epoch"] > epoch)
+    got = wait_for(replanned, 30)
+    event["replanned_s"] = round(now() - event["at"], 3) if got else None
+    log(f"restart {node.name} ({role}, plan epoch {epoch}): ready after {event['ready_s']} s, "
+        + (f"planned in after {event['replanned_s']} s" if got else "NOT planned in within 30 s"))
+
+
 def join(node):
     peer = live()[0]
     at = now()
@@ -304,6 +331,7 @@ for c in clients:
 time.sleep(2)
 deadline = args.minutes * 60
 cycle = 0
+small_cycle = 0
 big = None
 while now() < deadline:
     cycle += 1
@@ -319,10 +347,14 @@ while now() < deadline:
         view = live()[0].view()
         stage_nodes = [n for n in live() if n.id in plan_of(view) and n.memory == SMALL]
         victim = random.choice(stage_nodes or [n for n in live() if n.memory == SMALL])
-        sig, kind = (signal.SIGKILL, "kill") if cycle % 2 else (signal.SIGTERM, "leave")
-        disrupt(victim, sig, kind)
-        time.sleep(args.period / 2)
-        join(victim)
+        small_cycle += 1
+        kind = ("kill", "leave", "restart")[small_cycle % 3]
+        if kind == "restart":
+            restart_at_once(victim)
+        else:
+            disrupt(victim, signal.SIGKILL if kind == "kill" else signal.SIGTERM, kind)
+            time.sleep(args.period / 2)
+            join(victim)
     time.sleep(args.period / 2)
 log("load stops")
 stop_load.set()
@@ -367,6 +399,7 @@ def summary(values):
 
 crash_stage = [e for e in events if e["kind"] == "kill" and e["role"] == "stage"]
 leave_stage = [e for e in events if e["kind"] == "leave" and e["role"] == "stage"]
+restart_stage = [e for e in events if e["kind"] == "restart" and e["role"] == "stage"]
 joins_small = [e for e in events if e["kind"] == "join" and e["memory"] == SMALL]
 joins_big = [e for e in events if e["kind"] == "join" and e["memory"] == BIG]
 print()
@@ -380,6 +413,10 @@ print(f"kill -9 of a stage ({len(crash_stage)}): first token on the new pipeline
 print(f"SIGTERM of a stage ({len(leave_stage)}): first token on the new pipeline "
       f"{summary([e['first_token_s'] for e in leave_stage])}; plan committed "
       f"{summary([e['replanned_s'] for e in leave_stage])}")
+print(f"kill -9 of a stage and its restart at once ({len(restart_stage)}): ready "
+      f"{summary([e['ready_s'] for e in restart_stage])}; first token on the new pipeline "
+      f"{summary([e['first_token_s'] for e in restart_stage])}; planned in "
+      f"{summary([e['replanned_s'] for e in restart_stage])}")
 print(f"restart of a 2.6 MB node ({len(joins_small)}): member of the mesh "
       f"{summary([e['member_s'] for e in joins_small])}")
 print(f"join of the 16 MB node ({len(joins_big)}): member "
