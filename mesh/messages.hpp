@@ -14,7 +14,8 @@ namespace brigade::mesh {
 inline constexpr std::uint16_t kProtocolMajor = 1;
 // Minor 1: KvPrefix frames (multi-stage prefix reuse). A node of minor 0 closes a link that
 // carries one, so every node of a pipeline must run minor >= 1.
-// Minor 2: Hello carries the sender's incarnation (appended; a minor-1 node ignores it).
+// Minor 2: Hello carries the sender's incarnation, Capacity its link resets (appended; a minor-1
+// node ignores them).
 inline constexpr std::uint16_t kProtocolMinor = 2;
 
 // Capability bits a node announces in Hello; a link uses the AND of both sides.
@@ -109,6 +110,11 @@ struct CapacityReport {
     // --kv-f32), so a plan sizes each stage's KV by the node that holds it. 0: not reported
     // (a node before this field); the planner then uses the model shape's figure.
     std::uint64_t kv_bytes_per_token_per_layer = 0;
+    // How many times a link of this node to another stage node of the plan it serves dropped
+    // and came back (the same run at both ends). Frames on such a link may have been lost; a
+    // count that grows asks the coordinator for a new plan, on which the requests in flight
+    // resume. 0 from a node before minor 2.
+    std::uint64_t link_resets = 0;
     bool operator==(const CapacityReport&) const = default;
 };
 

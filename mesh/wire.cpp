@@ -69,6 +69,7 @@ void encode_body(ByteWriter& w, const CapacityReport& m) {
     w.u64(m.stage.tokens);
     w.u32(m.stage.mean_step_us);
     w.u64(m.kv_bytes_per_token_per_layer);  // appended in minor 1; older decoders ignore it
+    w.u64(m.link_resets);                   // appended in minor 2
 }
 void encode_body(ByteWriter& w, const PlanPropose& m) {
     w.u64(m.epoch);
@@ -237,6 +238,7 @@ Result<Message> decode_capacity(ByteReader& r) {
     m.stage.mean_step_us = r.u32();
     // Appended later in minor 1: a report from a node without it ends here.
     if (r.ok() && r.remaining() >= 8) m.kv_bytes_per_token_per_layer = r.u64();
+    if (r.ok() && r.remaining() >= 8) m.link_resets = r.u64();  // minor 2
     if (!r.ok()) return bad(MsgType::kCapacity, "truncated or oversized field");
     return Message{std::move(m)};
 }

@@ -129,6 +129,10 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // The incarnation each linked peer's Hello named (0: a node before protocol 1.2).
     std::map<mesh::NodeId, std::uint64_t> peer_incarnations;
     std::optional<mesh::NodeId> restarting;  // set while peer_restarted reports the old run gone
+    // Links of ours to stage nodes of the active plan that dropped and came back (Capacity's
+    // link_resets), and the latest count each member reported.
+    std::uint64_t link_resets = 0;
+    std::map<mesh::NodeId, std::uint64_t> member_link_resets;
     std::map<mesh::NodeId, DialState> peer_dials;
     std::map<mesh::PeerAddress, DialState> seed_dials;
     std::map<mesh::PeerAddress, mesh::NodeId> seed_ids;  // which node a seed address turned out
@@ -174,6 +178,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
                std::optional<mesh::PeerAddress> dialled);
     // The peer linked again as another run of itself: its previous run is gone.
     void peer_restarted(const mesh::NodeId& peer, mesh::Clock::time_point now);
+    // The same run of the peer linked again after its link dropped.
+    void peer_relinked(const mesh::NodeId& peer);
     boost::asio::awaitable<void> read_loop(std::shared_ptr<LinkSlot> slot);
     boost::asio::awaitable<void> write_loop(std::shared_ptr<LinkSlot> slot);
     void link_closed(const std::shared_ptr<LinkSlot>& slot);
@@ -198,6 +204,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void activate(const mesh::PlanPropose& plan);
     // `restarted`: a new run of it has already linked (peer_restarted), so a plan is coming.
     void stage_node_gone(const mesh::NodeId& id, bool restarted);
+    // Whether `id` holds a stage of the active plan, while it serves.
+    bool in_active_plan(const mesh::NodeId& id) const;
     // `plan_expected`: a plan is being formed (requests may wait for it); false: final until
     // capacity changes (the model fits nowhere).
     void set_unavailable(std::string why, bool plan_expected);

@@ -145,13 +145,18 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
         return;
     }
     // Before the duplicate check: a link of the previous run may still look open.
+    bool relinked = false;
     if (const std::uint64_t incarnation = link->peer().hello.incarnation; incarnation != 0) {
         const auto known = peer_incarnations.find(peer);
         if (known != peer_incarnations.end() && known->second != incarnation) {
             peer_restarted(peer, Clock::now());
+        } else if (known != peer_incarnations.end()) {
+            const auto open = links.find(peer);
+            relinked = open == links.end() || !open->second->link->is_open();
         }
         peer_incarnations[peer] = incarnation;
     }
+    if (relinked) peer_relinked(peer);
     if (auto it = links.find(peer); it != links.end() && it->second->link->is_open()) {
         // Both dialled: on both sides the link dialled by the lower id wins.
         if (!dialled_by_lower_id(outbound, key.id(), peer)) {
@@ -208,6 +213,22 @@ void MeshRuntime::Impl::peer_restarted(const mesh::NodeId& peer, Clock::time_poi
     on_member_events(membership.on_left(peer));
     restarting.reset();
     on_member_events(membership.on_heard(peer, now));
+}
+
+void MeshRuntime::Impl::peer_relinked(const mesh::NodeId& peer) {
+    if (!in_active_plan(peer) || !in_active_plan(key.id())) return;
+    // Frames of the pipeline that were on the dropped link are lost, and nobody waits for them
+    // but the head (for a minute). Our next Capacity report (adopt sends it to every member)
+    // carries the new count; a coordinator acts on its own.
+    ++link_resets;
+    logger->warn(
+        "mesh link to stage node {} dropped and came back: pipeline frames on it may be lost; "
+        "asking for a new plan",
+        peer.short_string());
+    if (agreement.is_coordinator()) {
+        force_propose = true;
+        mark_plan_dirty("link to " + peer.short_string() + " reset");
+    }
 }
 
 asio::awaitable<void> MeshRuntime::Impl::read_loop(std::shared_ptr<LinkSlot> slot) {

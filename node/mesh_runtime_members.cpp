@@ -68,6 +68,7 @@ void MeshRuntime::Impl::on_member_events(const std::vector<mesh::MemberEvent>& e
                 plan_inputs.erase(e.id);
                 first_seen.erase(e.id);
                 if (!restarted) peer_incarnations.erase(e.id);
+                member_link_resets.erase(e.id);
                 if (auto it = links.find(e.id); it != links.end()) {
                     it->second->retired = true;
                     it->second->link->close("member gone");
@@ -82,6 +83,15 @@ void MeshRuntime::Impl::on_member_events(const std::vector<mesh::MemberEvent>& e
             case mesh::MemberEventKind::kCapacityChanged: {
                 const mesh::Member* m = membership.find(e.id);
                 if (m == nullptr || !m->capacity) break;
+                // A stage node's link to another dropped and came back (peer_relinked there).
+                const std::uint64_t resets = m->capacity->link_resets;
+                auto [seen, first] = member_link_resets.try_emplace(e.id, resets);
+                if (!first && resets > seen->second && agreement.is_coordinator() &&
+                    in_active_plan(e.id)) {
+                    force_propose = true;
+                    mark_plan_dirty("a link of stage node " + who + " reset");
+                }
+                seen->second = resets;
                 const PlanInputs inputs{m->capacity->memory_bytes, m->capacity->seconds_per_layer,
                                         m->capacity->model_id, m->capacity->backend};
                 auto [it, inserted] = plan_inputs.try_emplace(e.id, inputs);
@@ -107,6 +117,7 @@ mesh::CapacityReport MeshRuntime::Impl::self_capacity() {
     r.model_id = options.model_id;
     r.seconds_per_layer = options.seconds_per_layer;
     r.kv_bytes_per_token_per_layer = options.shape.kv_bytes_per_token_per_layer;
+    r.link_resets = link_resets;
     for (const auto& [id, slot] : links) {
         if (!slot->link->is_open()) continue;
         mesh::LinkMeasurement m;

@@ -271,6 +271,15 @@ int MeshRuntime::Impl::leave_state() const {
     return 0;
 }
 
+bool MeshRuntime::Impl::in_active_plan(const mesh::NodeId& id) const {
+    const auto& active = agreement.active();
+    if (!active || !active_built) return false;
+    for (const mesh::StageAssignment& s : active->stages) {
+        if (s.node == id) return true;
+    }
+    return false;
+}
+
 void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id, bool restarted) {
     const auto& active = agreement.active();
     if (!active || !active_built) return;

@@ -1,6 +1,7 @@
 // Links between nodes: a node with another mesh's secret can neither join nor get anything,
 // garbage and truncated handshakes on the mesh port close that connection only, and a corrupted
-// frame on an established link closes that link (with a log line) while the nodes keep serving.
+// frame on an established link closes that link (with a log line) while the nodes keep serving,
+// a generation running over it included.
 //
 // The two mesh nodes talk through a TcpProxy so the test can flip a bit in their traffic. The
 // node with the lower id dials (its link wins when both dial), and the invite token it joins with
@@ -277,6 +278,45 @@ TEST_F(LinkSecurity, ACorruptedFrameClosesThatLinkAndTheMeshRecovers) {
             .empty())
         << why << state_->logs();
     expect_mesh_intact("after the corrupted frame");
+}
+
+// A link between two stages that drops and comes back while a generation runs over it (a
+// network blip much shorter than --suspect-after: membership sees nothing). Pipeline frames on
+// the dropped link are lost, so the generation stalled until the head's token timeout (65 s,
+// then an error). Both ends now count the reset in their Capacity reports, the coordinator
+// proposes again, and the stream resumes on the new plan with the uninterrupted run's text.
+TEST_F(LinkSecurity, AStreamRunsOnWhenItsLinkDropsAndComesBack) {
+    const auto prompt = demo_chat_prompt("Tell me a story about a cat.");
+    const auto& ref = cached_reference(demo_model_dir(), prompt, 200, kDemoVocab);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    const auto epoch_before = mesh_view(*state_->upper)["plan"]["epoch"];
+    bool cut = false;
+    std::chrono::steady_clock::time_point cut_at;
+    const auto r = http_stream(state_->upper->url(), "/v1/completions",
+                               completion_body(prompt, 200), Millis(120'000), [&](std::size_t n) {
+                                   if (n != 12 || cut) return;
+                                   // The next byte upstream fails its record's authentication:
+                                   // the receiver closes the link, and the nodes link again.
+                                   state_->proxy->corrupt_next_upstream_byte();
+                                   cut = true;
+                                   cut_at = std::chrono::steady_clock::now();
+                               });
+    ASSERT_TRUE(cut) << "the stream ended before the cut";
+    const double after_s = std::chrono::duration<double>(r.ended - cut_at).count();
+    std::printf("[ figure   ] link reset -> end of the 200-token stream: %.2f s\n", after_s);
+    EXPECT_EQ(r.status, 200) << r.error_body;
+    EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors.front()) << "\n"
+                                  << state_->logs();
+    EXPECT_TRUE(r.done);
+    EXPECT_EQ(r.content, ref.text) << state_->logs();
+    // Far below the head's 60 s token timeout: the reset was acted on, not waited out.
+    EXPECT_LT(after_s, 15.0) << state_->logs();
+    std::string why;
+    const auto views =
+        wait_for_common_plan({state_->upper.get(), state_->lower.get()}, 2, 2, Millis(30'000), why);
+    ASSERT_FALSE(views.empty()) << why << state_->logs();
+    EXPECT_GT(views[0]["plan"]["epoch"].get<std::int64_t>(), epoch_before.get<std::int64_t>());
+    expect_mesh_intact("after the link reset under load");
 }
 
 }  // namespace
