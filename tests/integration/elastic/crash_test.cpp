@@ -117,10 +117,7 @@ TEST_F(ElasticCrash, KillCoordinatorWhileItHoldsAStage) {
     NodeProcess* victim = mesh.coordinator();
     ASSERT_TRUE(victim != nullptr && mesh.in_plan(victim))
         << "the coordinator still holds no stage: " << mesh.view().dump();
-    std::vector<NodeProcess*> entries;
-    for (auto* n : mesh.live_nodes()) {
-        if (n != victim) entries.push_back(n);
-    }
+    const std::vector<NodeProcess*> entries = mesh.live_nodes_except(victim);
     ASSERT_EQ(entries.size(), 3u);
     const auto epoch = mesh.epoch();
     const auto victim_id = mesh.id_of(victim);
@@ -153,10 +150,7 @@ TEST_F(ElasticCrash, StageRestartedBeforeItsDeathIsNoticed) {
         if (mesh.stage_node(i) != mesh.coordinator()) victim = mesh.stage_node(i);
     }
     ASSERT_NE(victim, nullptr) << mesh.view().dump();
-    std::vector<NodeProcess*> entries;
-    for (auto* n : mesh.live_nodes()) {
-        if (n != victim) entries.push_back(n);
-    }
+    const std::vector<NodeProcess*> entries = mesh.live_nodes_except(victim);
     ASSERT_EQ(entries.size(), 2u);
     const auto epoch = mesh.epoch();
     const auto home = mesh.home_of(victim);
@@ -207,10 +201,7 @@ TEST_F(ElasticCrash, RequestsArrivingDuringTheReplanAreServed) {
     ASSERT_EQ(mesh.start(kFourNodes, 3), "");
     NodeProcess* victim = mesh.stage_node(1);
     ASSERT_NE(victim, nullptr) << mesh.view().dump();
-    std::vector<NodeProcess*> entries;
-    for (auto* n : mesh.live_nodes()) {
-        if (n != victim) entries.push_back(n);
-    }
+    const std::vector<NodeProcess*> entries = mesh.live_nodes_except(victim);
     const auto epoch = mesh.epoch();
     const auto victim_id = mesh.id_of(victim);
 

@@ -301,6 +301,12 @@ public:
         }
         return out;
     }
+    // The live nodes but `victim`: where a disruption's requests can enter.
+    std::vector<NodeProcess*> live_nodes_except(const NodeProcess* victim) {
+        std::vector<NodeProcess*> out = live_nodes();
+        out.erase(std::remove(out.begin(), out.end(), victim), out.end());
+        return out;
+    }
     // A node cut off the network still runs but cannot be asked: leave it out of the views.
     void set_reachable(NodeProcess* node, bool reachable) {
         std::erase(unreachable_, node);

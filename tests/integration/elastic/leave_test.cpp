@@ -32,10 +32,7 @@ protected:
         ASSERT_EQ(mesh.start(kFourNodes, 3), "");
         NodeProcess* victim = mesh.stage_node(stage);
         ASSERT_NE(victim, nullptr) << mesh.view().dump();
-        std::vector<NodeProcess*> entries;
-        for (auto* n : mesh.live_nodes()) {
-            if (n != victim) entries.push_back(n);
-        }
+        const std::vector<NodeProcess*> entries = mesh.live_nodes_except(victim);
         ASSERT_EQ(entries.size(), 3u);
         const auto epoch = mesh.epoch();
         const auto victim_id = mesh.id_of(victim);
@@ -70,10 +67,7 @@ TEST_F(ElasticLeave, RequestsArrivingDuringALeaveAreServed) {
     ASSERT_EQ(mesh.start(kFourNodes, 3), "");
     NodeProcess* victim = mesh.stage_node(1);
     ASSERT_NE(victim, nullptr) << mesh.view().dump();
-    std::vector<NodeProcess*> entries;
-    for (auto* n : mesh.live_nodes()) {
-        if (n != victim) entries.push_back(n);
-    }
+    const std::vector<NodeProcess*> entries = mesh.live_nodes_except(victim);
     const auto epoch = mesh.epoch();
     const auto victim_id = mesh.id_of(victim);
 
