@@ -550,6 +550,23 @@ void MeshCompletionService::on_pipeline_changed() {
     }
 }
 
+void MeshCompletionService::on_link_reset(const mesh::NodeId& peer) {
+    std::vector<Impl::Request> all;
+    {
+        std::lock_guard lock(impl_->mutex);
+        for (auto& [id, r] : impl_->requests) all.push_back(r);
+    }
+    for (auto& req : all) {
+        std::lock_guard lock(req->mutex);
+        if (req->done || req->parked || req->head != peer || !req->local_head.expired()) continue;
+        impl_->logger->warn("{}: the link to its head {} was reset; resuming after {} tokens",
+                            req->api_id, peer.short_string(),
+                            req->tokens.size() - static_cast<std::size_t>(req->setup.n_prompt));
+        impl_->cancel_at_head(req, "link reset");
+        impl_->route(req);
+    }
+}
+
 std::size_t MeshCompletionService::n_in_flight() const {
     std::lock_guard lock(impl_->mutex);
     return impl_->requests.size();

@@ -89,6 +89,12 @@ public:
     // with `unavailable` (a head that stopped) is resumed the same way when a newer pipeline
     // is active.
     void on_pipeline_changed();
+    // The link to `peer` dropped and came back (the same run of it; the runtime's I/O thread).
+    // Frames that were on the old link are lost, tokens and Cancels included, and nobody
+    // would notice: every request whose remote head is `peer` is resumed at once on the active
+    // pipeline from the tokens received so far (a contiguous prefix: frames of the new link come
+    // after this call), its old attempt cancelled.
+    void on_link_reset(const mesh::NodeId& peer);
 
     // Requests still streaming (for a graceful stop).
     std::size_t n_in_flight() const;

@@ -216,6 +216,7 @@ void MeshRuntime::Impl::peer_restarted(const mesh::NodeId& peer, Clock::time_poi
 }
 
 void MeshRuntime::Impl::peer_relinked(const mesh::NodeId& peer) {
+    if (host != nullptr) host->on_link_reset(peer);
     if (!in_active_plan(peer) || !in_active_plan(key.id())) return;
     // Frames of the pipeline that were on the dropped link are lost, and nobody waits for them
     // but the head (for a minute). Our next Capacity report (adopt sends it to every member)

@@ -269,6 +269,18 @@ void ModelPipelineHost::on_member_gone(const mesh::NodeId& id) {
     if (head) head->cancel_origin(id);
 }
 
+void ModelPipelineHost::on_link_reset(const mesh::NodeId& peer) {
+    // The origin side only. A head needs nothing: a lost RequestFrame or Cancel of a request
+    // that entered at `peer` is made good by that origin's resume (a new attempt, the old one
+    // cancelled); the stages' own frames are the coordinator's (a new plan, see peer_relinked).
+    MeshCompletionService* service = nullptr;
+    {
+        std::lock_guard lock(mutex_);
+        service = service_;
+    }
+    if (service != nullptr) service->on_link_reset(peer);
+}
+
 mesh::StageStats ModelPipelineHost::stage_stats() {
     Part part;
     std::uint64_t epoch = 0;

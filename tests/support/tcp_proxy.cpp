@@ -113,17 +113,15 @@ void TcpProxy::run() {
                     close_pair(p);
                     break;
                 }
-                if (side == 0) {
-                    upstream_bytes_.fetch_add(static_cast<std::uint64_t>(n));
-                    if (corrupt_.exchange(false)) {
-                        buf[n / 2] = static_cast<char>(buf[n / 2] ^ 0x10);
-                        p.tampered = true;
-                        {
-                            std::lock_guard lock(mutex_);
-                            corrupted_at_ = std::chrono::steady_clock::now();
-                        }
-                        corrupted_done_.store(true);
+                if (side == 0) upstream_bytes_.fetch_add(static_cast<std::uint64_t>(n));
+                if (corrupt_[side].exchange(false)) {
+                    buf[n / 2] = static_cast<char>(buf[n / 2] ^ 0x10);
+                    p.tampered = true;
+                    {
+                        std::lock_guard lock(mutex_);
+                        corrupted_at_ = std::chrono::steady_clock::now();
                     }
+                    corrupted_done_.store(true);
                 }
                 ssize_t off = 0;
                 while (off < n) {

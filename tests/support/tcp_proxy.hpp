@@ -3,7 +3,8 @@
 // port), connects each accepted client to `upstream_port`, and pumps bytes both ways on a
 // thread of its own. Armed with `corrupt_next_upstream_byte`, it flips one bit of the next byte
 // that goes from a client to the upstream (inside an encrypted record, once the handshake is
-// over) and leaves everything else as it is.
+// over) and leaves everything else as it is; `corrupt_next_downstream_byte` does the same the
+// other way.
 
 #include <atomic>
 #include <chrono>
@@ -28,7 +29,8 @@ public:
     int open_connections() const { return open_.load(); }
     // Bytes forwarded client -> upstream, over all connections.
     std::uint64_t upstream_bytes() const { return upstream_bytes_.load(); }
-    void corrupt_next_upstream_byte() { corrupt_.store(true); }
+    void corrupt_next_upstream_byte() { corrupt_[0].store(true); }
+    void corrupt_next_downstream_byte() { corrupt_[1].store(true); }
     bool corrupted() const { return corrupted_done_.load(); }
     // Seconds from the corruption until that connection was closed by either end (<0: not yet).
     double closed_after_corruption_s() const;
@@ -51,7 +53,7 @@ private:
     std::atomic<int> accepted_{0};
     std::atomic<int> open_{0};
     std::atomic<std::uint64_t> upstream_bytes_{0};
-    std::atomic<bool> corrupt_{false};
+    std::atomic<bool> corrupt_[2] = {false, false};  // [0] client -> upstream, [1] back
     std::atomic<bool> corrupted_done_{false};
     mutable std::mutex mutex_;
     std::chrono::steady_clock::time_point corrupted_at_;

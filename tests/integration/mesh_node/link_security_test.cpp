@@ -3,10 +3,8 @@
 // frame on an established link closes that link (with a log line) while the nodes keep serving,
 // a generation running over it included.
 //
-// The two mesh nodes talk through a TcpProxy so the test can flip a bit in their traffic. The
-// node with the lower id dials (its link wins when both dial), and the invite token it joins with
-// carries no addresses (`brigade mesh token` made before the mesh starts), so the proxy is its
-// only way to the other node.
+// The two mesh nodes talk through a TcpProxy (ProxiedPair) so the test can flip a bit in their
+// traffic.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,10 +14,9 @@
 #include <random>
 #include <thread>
 
-#include "mesh/identity.hpp"
 #include "tests/integration/mesh_node/mesh_cluster.hpp"
 #include "tests/integration/mesh_node/pipeline_compare.hpp"
-#include "tests/support/tcp_proxy.hpp"
+#include "tests/integration/mesh_node/proxied_pair.hpp"
 
 namespace brigade::test {
 namespace {
@@ -41,20 +38,6 @@ const std::vector<std::string> kMeshArgs = {"--model",
                                             "f32",
                                             "--expect-nodes",
                                             "2"};
-
-std::string home_env_id(const std::filesystem::path& home) {
-    auto r = run_brigade_env({"mesh", "id"}, {{"BRIGADE_HOME", home.string()}});
-    if (r.exit_code != 0) return "";
-    while (!r.out.empty() && (r.out.back() == '\n' || r.out.back() == ' ')) r.out.pop_back();
-    return r.out;
-}
-
-std::string token_of_new_mesh(const std::filesystem::path& home) {
-    auto r = run_brigade_env({"mesh", "token"}, {{"BRIGADE_HOME", home.string()}});
-    if (r.exit_code != 0) return "";
-    while (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
-    return r.out;
-}
 
 // Opens a TCP connection to 127.0.0.1:port, sends `bytes` (maybe none), then waits up to
 // `timeout` for the peer to close it. True when it did (EOF or reset).
@@ -94,62 +77,14 @@ protected:
     static void TearDownTestSuite() { state_.reset(); }
     void SetUp() override { ASSERT_TRUE(state_->error.empty()) << state_->error; }
 
-    struct State {
-        TempDir homes;
-        std::unique_ptr<NodeProcess> upper;  // higher node id: listens
-        std::unique_ptr<NodeProcess> lower;  // lower node id: dials through the proxy
-        std::unique_ptr<TcpProxy> proxy;
+    struct State : ProxiedPair {
         std::vector<nlohmann::json> views;
-        std::string error;
 
-        State() {
-            auto h1 = homes.path() / "h1";
-            auto h2 = homes.path() / "h2";
-            std::filesystem::create_directories(h1);
-            std::filesystem::create_directories(h2);
-            const auto id1 = home_env_id(h1);
-            const auto id2 = home_env_id(h2);
-            if (id1.empty() || id2.empty() || id1 == id2) {
-                error = "brigade mesh id failed: '" + id1 + "' '" + id2 + "'";
-                return;
-            }
-            const auto& upper_home = id1 > id2 ? h1 : h2;
-            const auto& lower_home = id1 > id2 ? h2 : h1;
-            const auto token = token_of_new_mesh(upper_home);
-            const auto decoded = mesh::decode_invite_token(token);
-            if (!decoded || !decoded->addresses.empty()) {
-                error = "expected an invite token without addresses, got '" + token + "'";
-                return;
-            }
-            auto spec = node_spec("sec-upper", kMeshArgs);
-            spec.home = upper_home;
-            upper = std::make_unique<NodeProcess>(spec);
-            if (!upper->ready()) {
-                error = upper->why();
-                return;
-            }
-            const auto port = upper->mesh_port();
-            if (!port) {
-                error = "no mesh port\n" + upper->logs();
-                return;
-            }
-            proxy = std::make_unique<TcpProxy>(*port);
-            auto args = kMeshArgs;
-            args.insert(args.end(),
-                        {"--join", token, "--peer", "127.0.0.1:" + std::to_string(proxy->port())});
-            auto lspec = node_spec("sec-lower", args);
-            lspec.home = lower_home;
-            lower = std::make_unique<NodeProcess>(lspec);
-            if (!lower->ready()) {
-                error = lower->why();
-                return;
-            }
+        State() : ProxiedPair("sec", kMeshArgs, kMeshArgs) {
+            if (!error.empty()) return;
             std::string why;
             views = wait_for_common_plan({upper.get(), lower.get()}, 2, 2, Millis(60'000), why);
             if (views.empty()) error = "no 2-stage plan: " + why + "\n" + logs();
-        }
-        std::string logs() const {
-            return (upper ? upper->logs(3000) : "") + (lower ? lower->logs(3000) : "");
         }
     };
     static std::unique_ptr<State> state_;
@@ -285,15 +220,21 @@ TEST_F(LinkSecurity, ACorruptedFrameClosesThatLinkAndTheMeshRecovers) {
 // the dropped link are lost, so the generation stalled until the head's token timeout (65 s,
 // then an error). Both ends now count the reset in their Capacity reports, the coordinator
 // proposes again, and the stream resumes on the new plan with the uninterrupted run's text.
+// The request enters at the head: one that entered at the tail would also be resumed by its
+// origin at once (EntryLink), and would not need the new plan.
 TEST_F(LinkSecurity, AStreamRunsOnWhenItsLinkDropsAndComesBack) {
     const auto prompt = demo_chat_prompt("Tell me a story about a cat.");
     const auto& ref = cached_reference(demo_model_dir(), prompt, 200, kDemoVocab);
     ASSERT_TRUE(ref.error.empty()) << ref.error;
-    const auto epoch_before = mesh_view(*state_->upper)["plan"]["epoch"];
+    const auto view_before = mesh_view(*state_->upper);
+    const auto epoch_before = view_before["plan"]["epoch"];
+    NodeProcess* head = view_before["plan"]["stages"][0]["node"] == view_before["self"]
+                            ? state_->upper.get()
+                            : state_->lower.get();
     bool cut = false;
     std::chrono::steady_clock::time_point cut_at;
-    const auto r = http_stream(state_->upper->url(), "/v1/completions",
-                               completion_body(prompt, 200), Millis(120'000), [&](std::size_t n) {
+    const auto r = http_stream(head->url(), "/v1/completions", completion_body(prompt, 200),
+                               Millis(120'000), [&](std::size_t n) {
                                    if (n != 12 || cut) return;
                                    // The next byte upstream fails its record's authentication:
                                    // the receiver closes the link, and the nodes link again.

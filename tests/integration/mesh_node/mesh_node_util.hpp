@@ -134,4 +134,22 @@ inline std::string completion_text(const HttpReply& r) {
     return r.json["choices"][0]["text"].get<std::string>();
 }
 
+// The node id of the identity kept in `home` (`brigade mesh id`; made there on first use), or
+// "" when the command failed.
+inline std::string home_env_id(const std::filesystem::path& home) {
+    auto r = run_brigade_env({"mesh", "id"}, {{"BRIGADE_HOME", home.string()}});
+    if (r.exit_code != 0) return "";
+    while (!r.out.empty() && (r.out.back() == '\n' || r.out.back() == ' ')) r.out.pop_back();
+    return r.out;
+}
+
+// An invite token of a new mesh whose secret is kept in `home` (`brigade mesh token` before any
+// node runs: it lists no addresses), or "" when the command failed.
+inline std::string token_of_new_mesh(const std::filesystem::path& home) {
+    auto r = run_brigade_env({"mesh", "token"}, {{"BRIGADE_HOME", home.string()}});
+    if (r.exit_code != 0) return "";
+    while (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
+    return r.out;
+}
+
 }  // namespace brigade::test

@@ -317,6 +317,70 @@ TEST(Origin, RemoteHeadThatNeverAnswersTimesOut) {
     EXPECT_TRUE(cancel_sent);
 }
 
+// The link to a remote head dropped and came back: the tokens on it may be lost, so the origin
+// resumes the request there from what it received (a new attempt, the old one cancelled), and
+// ignores what still comes for the old attempt. A reset of another node's link changes nothing.
+TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItResets) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    auto route = one_stage(3);
+    route.stages[0].node = node_id(5);
+    directory.set(ActivePipeline{route, nullptr});
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
+    auto s = start(service, completion("Hi", 8));
+    std::optional<mesh::RequestFrame> first;
+    ASSERT_TRUE(TestMesh::wait_for([&] {
+        for (auto& [to, m] : sender.take()) {
+            if (auto* f = std::get_if<mesh::RequestFrame>(&m)) first = *f;
+        }
+        return first.has_value();
+    }));
+    const auto token = [](std::uint64_t id, std::int32_t t) {
+        return mesh::SampledTokenInfo{id, t, -0.5f, {}, mesh::TokenFinish::kContinue};
+    };
+    service.on_request_update(node_id(5),
+                              {first->request_id, true, 0, {token(first->request_id, 300)}});
+    service.on_request_update(node_id(5),
+                              {first->request_id, false, 0, {token(first->request_id, 301)}});
+    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 2; }));
+
+    service.on_link_reset(node_id(7));
+    EXPECT_TRUE(sender.take().empty());
+
+    service.on_link_reset(node_id(5));
+    auto sent = sender.take();
+    ASSERT_EQ(sent.size(), 2u);
+    EXPECT_EQ(sent[0].first, node_id(5));
+    const auto* cancel = std::get_if<mesh::Cancel>(&sent[0].second);
+    ASSERT_NE(cancel, nullptr);
+    EXPECT_EQ(cancel->request_id, first->request_id);
+    EXPECT_EQ(sent[1].first, node_id(5));
+    const auto* again = std::get_if<mesh::RequestFrame>(&sent[1].second);
+    ASSERT_NE(again, nullptr);
+    EXPECT_NE(again->request_id, first->request_id);
+    EXPECT_EQ(again->epoch, first->epoch);
+    EXPECT_EQ(again->n_prompt, first->n_prompt);
+    auto expected = first->tokens;
+    expected.push_back(300);
+    expected.push_back(301);
+    EXPECT_EQ(again->tokens, expected);
+    EXPECT_EQ(again->setup, first->setup);
+
+    // A token of the old attempt that was still on its way is not streamed; the new one's are.
+    service.on_request_update(node_id(5),
+                              {first->request_id, false, 0, {token(first->request_id, 302)}});
+    service.on_request_update(node_id(5), {again->request_id, true, 0, {}});
+    auto last = token(again->request_id, 303);
+    last.finish = mesh::TokenFinish::kLength;
+    service.on_request_update(node_id(5), {again->request_id, false, 0, {last}});
+    ASSERT_TRUE(s.sink->wait());
+    ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
+    EXPECT_EQ(s.sink->final->usage.completion_tokens, 3);
+    const std::vector<std::int32_t> streamed = {300, 301, 303};
+    EXPECT_EQ(s.sink->content, model.tokenizer.decode(streamed, true));
+}
+
 mesh::RequestFrame request_frame(std::uint64_t id, std::uint64_t epoch, int max_new = 4) {
     GenerationSetup setup;
     setup.n_prompt = 3;
