@@ -145,18 +145,20 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
         return;
     }
     // Before the duplicate check: a link of the previous run may still look open.
+    bool same_run = false;  // a link of this run of the peer came up before
     bool relinked = false;
     if (const std::uint64_t incarnation = link->peer().hello.incarnation; incarnation != 0) {
         const auto known = peer_incarnations.find(peer);
         if (known != peer_incarnations.end() && known->second != incarnation) {
             peer_restarted(peer, Clock::now());
         } else if (known != peer_incarnations.end()) {
+            same_run = true;
             const auto open = links.find(peer);
             relinked = open == links.end() || !open->second->link->is_open();
         }
         peer_incarnations[peer] = incarnation;
     }
-    if (relinked) peer_relinked(peer);
+    std::deque<mesh::Message> unsent;  // of a link this one replaces
     if (auto it = links.find(peer); it != links.end() && it->second->link->is_open()) {
         // Both dialled: on both sides the link dialled by the lower id wins.
         if (!dialled_by_lower_id(outbound, key.id(), peer)) {
@@ -164,13 +166,21 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
             link->close("duplicate link");
             return;
         }
+        // Both ends redial after a reset, so the link that lost can be one that already carried
+        // frames: those still queued move over, but those on their way either way are lost,
+        // which is a reset like any other.
+        relinked = relinked || same_run;
+        unsent = std::move(it->second->queue);
         it->second->retired = true;
         it->second->link->close("duplicate link");
         it->second->wake.cancel();
         logger->debug("mesh: duplicate link with {} replaced", peer.short_string());
     }
     auto slot = std::make_shared<LinkSlot>(link, outbound, io.get_executor());
+    slot->queue = std::move(unsent);
     links[peer] = slot;
+    // Frames sent now (an origin resuming its requests) go out on the new link.
+    if (relinked) peer_relinked(peer);
     const mesh::LinkPeer& info = link->peer();
     logger->info("mesh link up with {} ({} {})", peer.short_string(),
                  outbound ? "dialled" : "accepted from",
