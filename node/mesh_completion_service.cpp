@@ -79,6 +79,17 @@ struct MeshCompletionService::Impl : std::enable_shared_from_this<Impl> {
     std::unordered_map<std::uint64_t, std::shared_ptr<OriginRequest>> requests;
     std::mt19937_64 rng;
     std::thread thread;
+    // Cancels sent to remote heads lately: a link reset may have lost them, and the head would
+    // then run the request to its end for nobody (on_link_reset sends them again).
+    struct SentCancel {
+        mesh::NodeId head;
+        std::uint64_t request_id = 0;
+        std::string reason;
+        Clock::time_point at;
+    };
+    std::deque<SentCancel> recent_cancels;
+    static constexpr std::size_t kMaxRecentCancels = 1024;
+    static constexpr std::chrono::minutes kRecentCancelAge{10};
 
     using Request = std::shared_ptr<OriginRequest>;
 
@@ -310,6 +321,13 @@ void MeshCompletionService::Impl::cancel_at_head(const Request& req, const std::
         head->cancel(req->request_id);
     } else if (req->request_id != 0 && !req->head.is_zero() && req->head != self) {
         sender.send(req->head, mesh::Cancel{req->request_id, reason});
+        const auto now = Clock::now();
+        std::lock_guard lock(mutex);
+        while (!recent_cancels.empty() && (recent_cancels.size() >= kMaxRecentCancels ||
+                                           now - recent_cancels.front().at > kRecentCancelAge)) {
+            recent_cancels.pop_front();
+        }
+        recent_cancels.push_back({req->head, req->request_id, reason, now});
     }
 }
 
@@ -552,10 +570,16 @@ void MeshCompletionService::on_pipeline_changed() {
 
 void MeshCompletionService::on_link_reset(const mesh::NodeId& peer) {
     std::vector<Impl::Request> all;
+    std::vector<mesh::Cancel> cancels;
     {
         std::lock_guard lock(impl_->mutex);
         for (auto& [id, r] : impl_->requests) all.push_back(r);
+        for (const auto& c : impl_->recent_cancels) {
+            if (c.head == peer) cancels.push_back({c.request_id, c.reason});
+        }
     }
+    // A head ignores a Cancel of a request it no longer runs.
+    for (auto& c : cancels) impl_->sender.send(peer, std::move(c));
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
         if (req->done || req->parked || req->head != peer || !req->local_head.expired()) continue;

@@ -93,7 +93,8 @@ public:
     // Frames that were on the old link are lost, tokens and Cancels included, and nobody
     // would notice: every request whose remote head is `peer` is resumed at once on the active
     // pipeline from the tokens received so far (a contiguous prefix: frames of the new link come
-    // after this call), its old attempt cancelled.
+    // after this call), its old attempt cancelled. The Cancels sent to `peer` in the last minutes
+    // go again: one lost on the old link would leave the head running a request for nobody.
     void on_link_reset(const mesh::NodeId& peer);
 
     // Requests still streaming (for a graceful stop).

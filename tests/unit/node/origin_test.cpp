@@ -381,6 +381,43 @@ TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItResets) {
     EXPECT_EQ(s.sink->content, model.tokenizer.decode(streamed, true));
 }
 
+// A Cancel sent to a remote head (the client left) may have been lost with a link that then
+// came back: the head would run the request for nobody. The origin sends it again on a reset of
+// that link, and only of that one.
+TEST(Origin, CancelGoesAgainWhenTheLinkToItsHeadResets) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    auto route = one_stage(3);
+    route.stages[0].node = node_id(5);
+    directory.set(ActivePipeline{route, nullptr});
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
+    auto s = start(service, completion("Hi", 8));
+    std::optional<mesh::RequestFrame> sent_request;
+    ASSERT_TRUE(TestMesh::wait_for([&] {
+        for (auto& [to, m] : sender.take()) {
+            if (auto* f = std::get_if<mesh::RequestFrame>(&m)) sent_request = *f;
+        }
+        return sent_request.has_value();
+    }));
+    s.cancel->cancel();
+    const auto cancels_of = [](std::vector<std::pair<mesh::NodeId, mesh::Message>> sent) {
+        std::vector<std::pair<mesh::NodeId, std::uint64_t>> out;
+        for (auto& [to, m] : sent) {
+            if (auto* c = std::get_if<mesh::Cancel>(&m)) out.emplace_back(to, c->request_id);
+        }
+        return out;
+    };
+    const std::vector<std::pair<mesh::NodeId, std::uint64_t>> expected = {
+        {node_id(5), sent_request->request_id}};
+    EXPECT_EQ(cancels_of(sender.take()), expected);
+    service.on_link_reset(node_id(7));
+    EXPECT_TRUE(sender.take().empty());
+    service.on_link_reset(node_id(5));
+    EXPECT_EQ(cancels_of(sender.take()), expected);
+    EXPECT_EQ(service.n_in_flight(), 0u);
+}
+
 mesh::RequestFrame request_frame(std::uint64_t id, std::uint64_t epoch, int max_new = 4) {
     GenerationSetup setup;
     setup.n_prompt = 3;
