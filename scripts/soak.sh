@@ -5,6 +5,8 @@
 #     identity after a pause (it rejoins);
 #   - or killed and started again at once, before the others miss it (a process manager's
 #     restart): its new run must be planned in again;
+#   - or, where `ss -K` works (root, a kernel with socket destroy), its mesh links are reset
+#     while both ends live (a Wi-Fi blip): the TCP connections die, the nodes link again;
 #   - every third cycle a node offering 16 MB joins (the planner moves the whole demo model onto
 #     it), serves for a while, and is then killed.
 # Four nodes of 2.6 MB each need three stages for the demo model, so one node down at a time
@@ -15,7 +17,7 @@
 # Reports: requests ok / failed / lost with their entry node, and recovery times:
 #   crash -> first token on the new pipeline (per disruption: the longest wait of any stream
 #   that was in flight through it), disruption -> new plan committed, join -> member of the
-#   mesh, join -> in the plan (the 16 MB node).
+#   mesh, join -> in the plan (the 16 MB node), link blip -> the longest wait of a stream.
 #
 # Usage: scripts/soak.sh [--minutes 5] [--brigade build/node/brigade] [--model model/demo]
 #                        [--clients 3] [--period 6] [--seed 1] [--json FILE] [--keep]
@@ -290,6 +292,69 @@ def restart_at_once(node):
         + (f"planned in after {event['replanned_s']} s" if got else "NOT planned in within 30 s"))
 
 
+def can_destroy_sockets():
+    """Whether `ss -K` resets a TCP connection here (root and CONFIG_INET_DIAG_DESTROY)."""
+    import socket
+    try:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        c = socket.create_connection(("127.0.0.1", port))
+        a, _ = srv.accept()
+        subprocess.run(["ss", "-K", "-tn", "dst", f"127.0.0.1:{port}"], capture_output=True,
+                       timeout=10)
+        a.settimeout(1)
+        try:
+            return a.recv(1) == b"" or False
+        except ConnectionResetError:
+            return True
+        except OSError:
+            return False
+        finally:
+            for x in (a, c, srv):
+                x.close()
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def mesh_sockets(node):
+    """(local port, peer port) of node's established mesh links: accepted on its mesh port, or
+    dialled to another node's (its HTTP connections stay)."""
+    mesh_ports = {n.mesh_port for n in live() if n.mesh_port}
+    out = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True, text=True,
+                         timeout=10).stdout
+    found = []
+    for line in out.splitlines():
+        if f"pid={node.proc.pid}," not in line:
+            continue
+        fields = line.split()
+        local, peer = int(fields[2].rsplit(":", 1)[1]), int(fields[3].rsplit(":", 1)[1])
+        if local == node.mesh_port or peer in mesh_ports:
+            found.append((local, peer))
+    return found
+
+
+def blip(node):
+    """Reset every mesh link of `node` while both ends live; the nodes link again."""
+    view = node.view() or {}
+    role = "stage" if node.id in plan_of(view) else "spare"
+    epoch = (view.get("plan") or {}).get("epoch", 0)
+    links = mesh_sockets(node)
+    event = {"kind": "blip", "node": node.name, "role": role, "at": now(), "links": len(links),
+             "relinked_s": None}
+    events.append(event)
+    for local, peer in links:
+        subprocess.run(["ss", "-K", "-tn", "src", f"127.0.0.1:{local}", "dst",
+                        f"127.0.0.1:{peer}"], capture_output=True, timeout=10)
+    n_alive = len(live())
+    # Linked again: every node lists every other, one plan (a stage's reset re-plans).
+    got = wait_for(lambda: common_view(n_alive, 3) and len(mesh_sockets(node)) >= len(links), 30)
+    event["relinked_s"] = round(now() - event["at"], 3) if got else None
+    log(f"blip {node.name} ({role}, plan epoch {epoch}): {len(links)} mesh links reset; " +
+        (f"linked again after {event['relinked_s']} s" if got else "NOT linked again in 30 s"))
+
+
 def join(node):
     peer = live()[0]
     at = now()
@@ -325,6 +390,9 @@ if not wait_for(lambda: common_view(N_SMALL, 3), 60, 0.2):
             n.proc.kill()
     sys.exit(2)
 log("mesh formed: 4 nodes, 3 stages; load starts")
+blips = can_destroy_sockets()
+if not blips:
+    log("`ss -K` cannot reset connections here (needs root and socket destroy): no link blips")
 clients = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(args.clients)]
 for c in clients:
     c.start()
@@ -348,8 +416,15 @@ while now() < deadline:
         stage_nodes = [n for n in live() if n.id in plan_of(view) and n.memory == SMALL]
         victim = random.choice(stage_nodes or [n for n in live() if n.memory == SMALL])
         small_cycle += 1
-        kind = ("kill", "leave", "restart")[small_cycle % 3]
-        if kind == "restart":
+        kinds = ("kill", "leave", "restart", "blip") if blips else ("kill", "leave", "restart")
+        kind = kinds[small_cycle % len(kinds)]
+        if kind == "blip":
+            # Every other blip hits the node holding no stage (if one does), where requests
+            # enter that only the entry node's resume keeps whole; the others a stage node.
+            spares = [n for n in live() if n.memory == SMALL and n.id not in plan_of(view)]
+            blips_so_far = sum(1 for e in events if e["kind"] == "blip")
+            blip(random.choice(spares) if spares and blips_so_far % 2 == 0 else victim)
+        elif kind == "restart":
             restart_at_once(victim)
         else:
             disrupt(victim, signal.SIGKILL if kind == "kill" else signal.SIGTERM, kind)
@@ -378,7 +453,9 @@ for e in events:
         continue
     waits = []
     for r in records:
-        if not (r["start"] < e["at"] < r["end"]) or r["entry"] == e["node"]:
+        # A stream that entered at the node taken away died with it; after a blip it goes on.
+        if not (r["start"] < e["at"] < r["end"]) or (r["entry"] == e["node"] and
+                                                      e["kind"] != "blip"):
             continue
         after = [t for t in r["chunks"] if t > e["at"]]
         if not after:
@@ -417,6 +494,11 @@ print(f"kill -9 of a stage and its restart at once ({len(restart_stage)}): ready
       f"{summary([e['ready_s'] for e in restart_stage])}; first token on the new pipeline "
       f"{summary([e['first_token_s'] for e in restart_stage])}; planned in "
       f"{summary([e['replanned_s'] for e in restart_stage])}")
+blip_events = [e for e in events if e["kind"] == "blip"]
+if blip_events:
+    print(f"link blips ({len(blip_events)}, {sum(e['links'] for e in blip_events)} links reset): "
+          f"longest wait of a stream {summary([e['first_token_s'] for e in blip_events])}; "
+          f"linked again {summary([e['relinked_s'] for e in blip_events])}")
 print(f"restart of a 2.6 MB node ({len(joins_small)}): member of the mesh "
       f"{summary([e['member_s'] for e in joins_small])}")
 print(f"join of the 16 MB node ({len(joins_big)}): member "
