@@ -17,24 +17,6 @@
 namespace brigade::test {
 namespace {
 
-std::vector<std::string> node_args(const std::string& memory) {
-    return {"--model",
-            demo_model_dir().string(),
-            "--threads",
-            "1",
-            "--mesh-host",
-            "127.0.0.1",
-            "--no-discovery",
-            "--ctx",
-            "256",
-            "--max-concurrency",
-            "4",
-            "--memory",
-            memory,
-            "--expect-nodes",
-            "2"};
-}
-
 class EntryLink : public ::testing::Test {
 protected:
     static void SetUpTestSuite() { state_ = std::make_unique<State>(); }
@@ -42,7 +24,7 @@ protected:
     void SetUp() override { ASSERT_TRUE(state_->error.empty()) << state_->error; }
 
     struct State : ProxiedPair {
-        State() : ProxiedPair("entry", node_args("4GB"), node_args("1MB")) {
+        State() : ProxiedPair("entry", two_node_mesh_args("4GB"), two_node_mesh_args("1MB")) {
             if (!error.empty()) return;
             std::string why;
             const auto views =
@@ -69,25 +51,10 @@ TEST_F(EntryLink, AStreamThatEnteredElsewhereIsWholeAfterItsLinkToTheHeadResets)
     const auto& ref = cached_reference(demo_model_dir(), prompt, 200, kDemoVocab);
     ASSERT_TRUE(ref.error.empty()) << ref.error;
     const auto entry_log_before = state_->lower->err().size();
-    bool cut = false;
-    std::chrono::steady_clock::time_point cut_at;
-    const auto r = http_stream(state_->lower->url(), "/v1/completions",
-                               completion_body(prompt, 200), Millis(120'000), [&](std::size_t n) {
-                                   if (n != 12 || cut) return;
-                                   state_->proxy->corrupt_next_downstream_byte();
-                                   cut = true;
-                                   cut_at = std::chrono::steady_clock::now();
-                               });
-    ASSERT_TRUE(cut) << "the stream ended before the cut";
+    const auto cut = state_->stream_with_a_flipped_bit(*state_->lower, prompt, 200, true);
+    ASSERT_TRUE(cut.cut) << "the stream ended before the cut";
     EXPECT_TRUE(state_->proxy->corrupted()) << "nothing came downstream after the cut";
-    const double after_s = std::chrono::duration<double>(r.ended - cut_at).count();
-    std::printf("[ figure   ] link reset -> end of the 200-token stream: %.2f s\n", after_s);
-    EXPECT_EQ(r.status, 200) << r.error_body;
-    EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors.front()) << "\n"
-                                  << state_->logs();
-    EXPECT_TRUE(r.done);
-    EXPECT_EQ(r.content, ref.text) << state_->logs();
-    EXPECT_LT(after_s, 15.0) << state_->logs();
+    state_->expect_whole(cut, ref.text);
     // The entry node says what it did.
     const auto entry_log = state_->lower->err().substr(entry_log_before);
     const auto at = entry_log.find("was reset; resuming");
@@ -113,12 +80,7 @@ TEST_F(EntryLink, AStreamThatEnteredElsewhereIsWholeAfterItsLinkToTheHeadResets)
         Millis(30'000)))
         << last_health;
     // Both nodes serve the next request's reference text.
-    const auto next = demo_chat_prompt("Tell me about the sea.");
-    const auto& next_ref = cached_reference(demo_model_dir(), next, 24, kDemoVocab);
-    for (auto* n : {state_->upper.get(), state_->lower.get()}) {
-        const auto reply = n->post("/v1/completions", completion_body(next, 24));
-        EXPECT_EQ(completion_text(reply), next_ref.text) << n->name() << ": " << reply.body;
-    }
+    state_->expect_both_serve("Tell me about the sea.");
 }
 
 }  // namespace

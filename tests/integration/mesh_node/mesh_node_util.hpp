@@ -134,6 +134,26 @@ inline std::string completion_text(const HttpReply& r) {
     return r.json["choices"][0]["text"].get<std::string>();
 }
 
+// `brigade serve` arguments of a node of a two-node mesh on loopback that finds its peer by
+// --peer / --join only (no discovery), offering `memory` to the planner.
+inline std::vector<std::string> two_node_mesh_args(const std::string& memory) {
+    return {"--model",
+            demo_model_dir().string(),
+            "--threads",
+            "1",
+            "--mesh-host",
+            "127.0.0.1",
+            "--no-discovery",
+            "--ctx",
+            "256",
+            "--max-concurrency",
+            "4",
+            "--memory",
+            memory,
+            "--expect-nodes",
+            "2"};
+}
+
 // The node id of the identity kept in `home` (`brigade mesh id`; made there on first use), or
 // "" when the command failed.
 inline std::string home_env_id(const std::filesystem::path& home) {

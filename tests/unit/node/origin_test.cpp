@@ -317,90 +317,95 @@ TEST(Origin, RemoteHeadThatNeverAnswersTimesOut) {
     EXPECT_TRUE(cancel_sent);
 }
 
+// An origin (node 0) whose pipeline is headed by node 5, with one 8-token request sent there.
+struct OriginOfARemoteHead {
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshCompletionService service;
+    Started started;
+    mesh::RequestFrame sent;  // the RequestFrame that went to node 5
+
+    OriginOfARemoteHead()
+        : service(demo_frontend(), node_id(0), directory, sender, {}, quiet_logger()) {
+        auto route = one_stage(3);
+        route.stages[0].node = node_id(5);
+        directory.set(ActivePipeline{route, nullptr});
+        started = start(service, completion("Hi", 8));
+    }
+    // Waits for the request to reach the sender; false if it never does.
+    bool request_sent() {
+        std::optional<mesh::RequestFrame> request;
+        const bool ok = TestMesh::wait_for([&] {
+            for (auto& [to, m] : sender.take()) {
+                if (auto* f = std::get_if<mesh::RequestFrame>(&m)) request = *f;
+            }
+            return request.has_value();
+        });
+        if (request) sent = *request;
+        return ok;
+    }
+};
+
 // The link to a remote head dropped and came back: the tokens on it may be lost, so the origin
 // resumes the request there from what it received (a new attempt, the old one cancelled), and
 // ignores what still comes for the old attempt. A reset of another node's link changes nothing.
 TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItResets) {
     const auto& model = demo_frontend();
-    CapturingSender sender;
-    SwitchableDirectory directory;
-    auto route = one_stage(3);
-    route.stages[0].node = node_id(5);
-    directory.set(ActivePipeline{route, nullptr});
-    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
-    auto s = start(service, completion("Hi", 8));
-    std::optional<mesh::RequestFrame> first;
-    ASSERT_TRUE(TestMesh::wait_for([&] {
-        for (auto& [to, m] : sender.take()) {
-            if (auto* f = std::get_if<mesh::RequestFrame>(&m)) first = *f;
-        }
-        return first.has_value();
-    }));
+    OriginOfARemoteHead origin;
+    ASSERT_TRUE(origin.request_sent());
     const auto token = [](std::uint64_t id, std::int32_t t) {
         return mesh::SampledTokenInfo{id, t, -0.5f, {}, mesh::TokenFinish::kContinue};
     };
-    service.on_request_update(node_id(5),
-                              {first->request_id, true, 0, {token(first->request_id, 300)}});
-    service.on_request_update(node_id(5),
-                              {first->request_id, false, 0, {token(first->request_id, 301)}});
-    ASSERT_TRUE(TestMesh::wait_for([&] { return s.sink->deltas() >= 2; }));
+    origin.service.on_request_update(
+        node_id(5), {origin.sent.request_id, true, 0, {token(origin.sent.request_id, 300)}});
+    origin.service.on_request_update(
+        node_id(5), {origin.sent.request_id, false, 0, {token(origin.sent.request_id, 301)}});
+    ASSERT_TRUE(TestMesh::wait_for([&] { return origin.started.sink->deltas() >= 2; }));
 
-    service.on_link_reset(node_id(7));
-    EXPECT_TRUE(sender.take().empty());
+    origin.service.on_link_reset(node_id(7));
+    EXPECT_TRUE(origin.sender.take().empty());
 
-    service.on_link_reset(node_id(5));
-    auto sent = sender.take();
+    origin.service.on_link_reset(node_id(5));
+    auto sent = origin.sender.take();
     ASSERT_EQ(sent.size(), 2u);
     EXPECT_EQ(sent[0].first, node_id(5));
     const auto* cancel = std::get_if<mesh::Cancel>(&sent[0].second);
     ASSERT_NE(cancel, nullptr);
-    EXPECT_EQ(cancel->request_id, first->request_id);
+    EXPECT_EQ(cancel->request_id, origin.sent.request_id);
     EXPECT_EQ(sent[1].first, node_id(5));
     const auto* again = std::get_if<mesh::RequestFrame>(&sent[1].second);
     ASSERT_NE(again, nullptr);
-    EXPECT_NE(again->request_id, first->request_id);
-    EXPECT_EQ(again->epoch, first->epoch);
-    EXPECT_EQ(again->n_prompt, first->n_prompt);
-    auto expected = first->tokens;
+    EXPECT_NE(again->request_id, origin.sent.request_id);
+    EXPECT_EQ(again->epoch, origin.sent.epoch);
+    EXPECT_EQ(again->n_prompt, origin.sent.n_prompt);
+    auto expected = origin.sent.tokens;
     expected.push_back(300);
     expected.push_back(301);
     EXPECT_EQ(again->tokens, expected);
-    EXPECT_EQ(again->setup, first->setup);
+    EXPECT_EQ(again->setup, origin.sent.setup);
 
     // A token of the old attempt that was still on its way is not streamed; the new one's are.
-    service.on_request_update(node_id(5),
-                              {first->request_id, false, 0, {token(first->request_id, 302)}});
-    service.on_request_update(node_id(5), {again->request_id, true, 0, {}});
+    origin.service.on_request_update(
+        node_id(5), {origin.sent.request_id, false, 0, {token(origin.sent.request_id, 302)}});
+    origin.service.on_request_update(node_id(5), {again->request_id, true, 0, {}});
     auto last = token(again->request_id, 303);
     last.finish = mesh::TokenFinish::kLength;
-    service.on_request_update(node_id(5), {again->request_id, false, 0, {last}});
-    ASSERT_TRUE(s.sink->wait());
-    ASSERT_TRUE(s.sink->final) << (s.sink->error ? s.sink->error->message : "");
-    EXPECT_EQ(s.sink->final->usage.completion_tokens, 3);
+    origin.service.on_request_update(node_id(5), {again->request_id, false, 0, {last}});
+    ASSERT_TRUE(origin.started.sink->wait());
+    ASSERT_TRUE(origin.started.sink->final)
+        << (origin.started.sink->error ? origin.started.sink->error->message : "");
+    EXPECT_EQ(origin.started.sink->final->usage.completion_tokens, 3);
     const std::vector<std::int32_t> streamed = {300, 301, 303};
-    EXPECT_EQ(s.sink->content, model.tokenizer.decode(streamed, true));
+    EXPECT_EQ(origin.started.sink->content, model.tokenizer.decode(streamed, true));
 }
 
 // A Cancel sent to a remote head (the client left) may have been lost with a link that then
 // came back: the head would run the request for nobody. The origin sends it again on a reset of
 // that link, and only of that one.
 TEST(Origin, CancelGoesAgainWhenTheLinkToItsHeadResets) {
-    const auto& model = demo_frontend();
-    CapturingSender sender;
-    SwitchableDirectory directory;
-    auto route = one_stage(3);
-    route.stages[0].node = node_id(5);
-    directory.set(ActivePipeline{route, nullptr});
-    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
-    auto s = start(service, completion("Hi", 8));
-    std::optional<mesh::RequestFrame> sent_request;
-    ASSERT_TRUE(TestMesh::wait_for([&] {
-        for (auto& [to, m] : sender.take()) {
-            if (auto* f = std::get_if<mesh::RequestFrame>(&m)) sent_request = *f;
-        }
-        return sent_request.has_value();
-    }));
-    s.cancel->cancel();
+    OriginOfARemoteHead origin;
+    ASSERT_TRUE(origin.request_sent());
+    origin.started.cancel->cancel();
     const auto cancels_of = [](std::vector<std::pair<mesh::NodeId, mesh::Message>> sent) {
         std::vector<std::pair<mesh::NodeId, std::uint64_t>> out;
         for (auto& [to, m] : sent) {
@@ -409,13 +414,13 @@ TEST(Origin, CancelGoesAgainWhenTheLinkToItsHeadResets) {
         return out;
     };
     const std::vector<std::pair<mesh::NodeId, std::uint64_t>> expected = {
-        {node_id(5), sent_request->request_id}};
-    EXPECT_EQ(cancels_of(sender.take()), expected);
-    service.on_link_reset(node_id(7));
-    EXPECT_TRUE(sender.take().empty());
-    service.on_link_reset(node_id(5));
-    EXPECT_EQ(cancels_of(sender.take()), expected);
-    EXPECT_EQ(service.n_in_flight(), 0u);
+        {node_id(5), origin.sent.request_id}};
+    EXPECT_EQ(cancels_of(origin.sender.take()), expected);
+    origin.service.on_link_reset(node_id(7));
+    EXPECT_TRUE(origin.sender.take().empty());
+    origin.service.on_link_reset(node_id(5));
+    EXPECT_EQ(cancels_of(origin.sender.take()), expected);
+    EXPECT_EQ(origin.service.n_in_flight(), 0u);
 }
 
 mesh::RequestFrame request_frame(std::uint64_t id, std::uint64_t epoch, int max_new = 4) {
