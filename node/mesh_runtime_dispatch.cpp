@@ -55,7 +55,10 @@ void MeshRuntime::Impl::on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Me
                                      m.status == mesh::AckStatus::kNotCoordinator;
                 const bool was_in_flight = agreement.proposal_in_flight();
                 run_actions(agreement.on_ack(from, m));
-                if (refused && !was_in_flight && agreement.is_coordinator()) {
+                // Refusals of a proposal already aborted (by the first refusal, which asked for
+                // a retry at once) are not this case: taking them for it put off that retry.
+                const bool of_active = agreement.active() && agreement.active()->epoch == m.epoch;
+                if (refused && !was_in_flight && of_active && agreement.is_coordinator()) {
                     // It refused the committed plan we sent it when it joined (its view or
                     // epochs differed): propose again above every epoch seen.
                     force_propose = true;

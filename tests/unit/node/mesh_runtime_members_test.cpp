@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <random>
 
 #include "mesh/tcp_transport.hpp"
 #include "tests/unit/node/mesh_runtime_test_util.hpp"
@@ -164,6 +166,63 @@ TEST(MeshRuntimeMembers, TheNextCoordinatorTakesOverWithAHigherEpoch) {
         ASSERT_TRUE(b.host.route().has_value());
         EXPECT_EQ(b.host.route()->epoch, before);
     }
+    c.runtime.stop();
+    b.runtime.stop();
+}
+
+// A coordinator that stops and starts again knows no epoch. If its stage was needed, the others
+// stopped serving when it left, so their capacity reports name no epoch either: its first
+// proposal (epoch 1) is refused as stale by each of them. The first refusal asks for a proposal
+// above it at once; the later ones used to be taken for a joiner refusing the committed plan,
+// which put that proposal off by the retry delay (1.5 s; here a minute, so it would show).
+TEST(MeshRuntimeMembers, ARestartedCoordinatorRefusedAsStaleProposesAgainAtOnce) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    // Seeds, so that the coordinator's key can be made again for its second run.
+    std::vector<std::array<std::uint8_t, 32>> seeds(3);
+    std::mt19937 rng(std::random_device{}());
+    for (auto& seed : seeds) {
+        for (auto& byte : seed) byte = static_cast<std::uint8_t>(rng());
+    }
+    std::sort(seeds.begin(), seeds.end(), [](const auto& x, const auto& y) {
+        return mesh::NodeKey::from_seed(x).id() < mesh::NodeKey::from_seed(y).id();
+    });
+    std::vector<mesh::NodeKey> keys;
+    for (const auto& seed : seeds) keys.push_back(mesh::NodeKey::from_seed(seed));
+    // 2.2 MB each: the ~5 MB model needs all three.
+    auto first = std::make_unique<TestNode>(mesh, fast_options(2'200'000), std::move(keys[0]));
+    ASSERT_TRUE(first->runtime.start(first->host));
+    auto o = fast_options(2'200'000);
+    o.seeds = {first->address()};
+    TestNode b(mesh, o, std::move(keys[1]));
+    ASSERT_TRUE(b.runtime.start(b.host));
+    TestNode c(mesh, o, std::move(keys[2]));
+    ASSERT_TRUE(c.runtime.start(c.host));
+    ASSERT_TRUE(wait_until([&] {
+        auto ra = first->host.route();
+        auto rb = b.host.route();
+        auto rc = c.host.route();
+        return ra && rb && rc && rb->stages.size() == 3 && ra->epoch == rb->epoch &&
+               rb->epoch == rc->epoch;
+    })) << b.runtime.status().dump(1);
+    const std::uint64_t before = b.host.route()->epoch;
+    first->runtime.stop();
+    first.reset();
+    // Without it the model fits nowhere: the others stop serving.
+    ASSERT_TRUE(wait_until([&] { return !b.host.route() && !c.host.route(); }))
+        << b.runtime.status().dump(1);
+    auto again = fast_options(2'200'000);
+    again.seeds = {b.address()};
+    again.plan_retry = 60s;
+    TestNode restarted(mesh, again, mesh::NodeKey::from_seed(seeds[0]));
+    ASSERT_TRUE(restarted.runtime.start(restarted.host));
+    EXPECT_TRUE(wait_until([&] {
+        auto ra = restarted.host.route();
+        auto rb = b.host.route();
+        auto rc = c.host.route();
+        return ra && rb && rc && rb->epoch > before && ra->epoch == rb->epoch &&
+               rb->epoch == rc->epoch;
+    })) << restarted.runtime.status().dump(1);
+    restarted.runtime.stop();
     c.runtime.stop();
     b.runtime.stop();
 }
