@@ -67,7 +67,8 @@ std::vector<AgreementAction> Agreement::on_members(const std::vector<NodeId>& al
     if (in_flight_) {
         for (const StageAssignment& s : in_flight_->plan.stages) {
             if (!is_alive(s.node)) {
-                return abort_in_flight("stage node " + s.node.short_string() + " left the mesh");
+                return abort_in_flight("stage node " + s.node.short_string() + " left the mesh",
+                                       true);
             }
         }
     }

@@ -45,8 +45,9 @@ struct AgreementAction {
     PlanPropose plan;
     model::LayerRange range;
     std::string reason;
-    // kProposalFailed: it failed only because its epoch was stale, and the epoch that beat it is
-    // now known, so a new proposal can go at once instead of after the retry delay.
+    // kProposalFailed: what failed it is already settled, so a new proposal can go at once
+    // instead of after the retry delay: its epoch was stale and the epoch that beat it is now
+    // known, or one of its stage nodes left and the members show it gone.
     bool retry_now = false;
 };
 

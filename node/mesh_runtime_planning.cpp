@@ -231,7 +231,7 @@ void MeshRuntime::Impl::run_actions(std::vector<mesh::AgreementAction> actions) 
             }
             case Kind::kProposalFailed:
                 if (a.retry_now) {
-                    logger->info("plan {} refused: {}; proposing again above it", a.plan.epoch,
+                    logger->info("plan {} failed: {}; proposing again at once", a.plan.epoch,
                                  a.reason);
                 } else {
                     logger->warn("plan {} failed: {}; re-planning in {} ms", a.plan.epoch, a.reason,

@@ -319,6 +319,8 @@ TEST(Agreement, LosingAStageNodeAbortsTheProposal) {
     sim.apply(id_of(1), sim.nodes.at(id_of(1)).on_members({id_of(1), id_of(2)}));
     EXPECT_EQ(sim.count(id_of(1), Kind::kProposalFailed), 1);
     EXPECT_FALSE(sim.nodes.at(id_of(1)).proposal_in_flight());
+    // The members already show the node gone: the next proposal need not wait.
+    EXPECT_TRUE(sim.effects[id_of(1)].back().retry_now) << sim.effects[id_of(1)].back().reason;
 }
 
 TEST(Agreement, ParticipantDropsAProposalWhoseCoordinatorDied) {

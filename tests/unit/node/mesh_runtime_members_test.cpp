@@ -227,5 +227,47 @@ TEST(MeshRuntimeMembers, ARestartedCoordinatorRefusedAsStaleProposesAgainAtOnce)
     b.runtime.stop();
 }
 
+// A stage node that leaves while a proposal naming it is in flight (here, still loading) aborts
+// it. The members already show it gone, so the coordinator proposes again at once instead of
+// after the retry delay (here a minute, so that a wait would show).
+TEST(MeshRuntimeMembers, AStageNodeThatLeavesDuringAProposalIsPlannedAroundAtOnce) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    std::vector<mesh::NodeKey> keys;
+    for (int i = 0; i < 3; ++i) keys.push_back(mesh::NodeKey::generate());
+    std::sort(keys.begin(), keys.end(),
+              [](const auto& x, const auto& y) { return x.id() < y.id(); });
+    // 3 MB each: any two hold the ~5 MB model, one alone does not.
+    auto coordinator_options = fast_options(3'000'000);
+    coordinator_options.plan_retry = 60s;
+    TestNode a(mesh, coordinator_options, std::move(keys[0]));
+    ASSERT_TRUE(a.runtime.start(a.host));
+    auto o = fast_options(3'000'000);
+    o.seeds = {a.address()};
+    auto slow = std::make_unique<TestNode>(mesh, o, std::move(keys[1]));
+    slow->host.load_ms = 3000;
+    ASSERT_TRUE(slow->runtime.start(slow->host));
+    // The first plan (a and the slow node) is in flight while the slow node loads.
+    ASSERT_TRUE(wait_until([&] { return slow->host.loads_started.load() > 0; }))
+        << a.runtime.status().dump(1);
+    const mesh::NodeId slow_id = slow->runtime.self();
+    TestNode c(mesh, o, std::move(keys[2]));
+    ASSERT_TRUE(c.runtime.start(c.host));
+    ASSERT_TRUE(wait_until([&] { return has_node(a.runtime, c.runtime.self()); }));
+    EXPECT_FALSE(a.host.route().has_value());
+    slow->runtime.stop();  // says goodbye: gone at once
+    EXPECT_TRUE(wait_until([&] {
+        auto ra = a.host.route();
+        auto rc = c.host.route();
+        if (!ra || !rc || ra->epoch != rc->epoch) return false;
+        for (const auto& s : ra->stages) {
+            if (s.node == slow_id) return false;
+        }
+        return true;
+    })) << a.runtime.status().dump(1);
+    slow.reset();
+    c.runtime.stop();
+    a.runtime.stop();
+}
+
 }  // namespace
 }  // namespace brigade::node::test

@@ -24,7 +24,9 @@ using namespace std::chrono_literals;
 class FakeHost final : public PipelineHost {
 public:
     std::optional<std::string> load_stage(std::uint64_t epoch, model::LayerRange range) override {
-        std::this_thread::sleep_for(20ms);  // a load takes a while; the I/O thread goes on
+        loads_started.fetch_add(1);
+        // A load takes a while; the I/O thread goes on.
+        std::this_thread::sleep_for(std::chrono::milliseconds(load_ms.load()));
         std::lock_guard lock(mutex_);
         loads_.push_back({epoch, range});
         if (fail_loads) return std::string("disk on fire");
@@ -82,6 +84,8 @@ public:
     }
 
     std::atomic<bool> fail_loads{false};
+    std::atomic<int> load_ms{20};
+    std::atomic<int> loads_started{0};
 
 private:
     struct Load {
