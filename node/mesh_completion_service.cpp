@@ -39,6 +39,11 @@ struct OriginRequest {
     Clock::time_point last_heard;
     int attempts = 0;
     bool done = false;
+    // The link to the head of the current attempt went down (MeshCompletionService::
+    // on_link_down): its frames may have been lost with it, so the rest of them are ignored, and
+    // the request resumes from what it has when a link to that head is up again, or on the next
+    // plan.
+    bool attempt_cut = false;
     // Failed by its head with `unavailable`, or arrived while re-planning: waiting
     // (resume_grace, or plan_wait while a plan is expected) for a newer pipeline.
     std::optional<std::string> parked;
@@ -80,7 +85,7 @@ struct MeshCompletionService::Impl : std::enable_shared_from_this<Impl> {
     std::mt19937_64 rng;
     std::thread thread;
     // Cancels sent to remote heads lately: a link reset may have lost them, and the head would
-    // then run the request to its end for nobody (on_link_reset sends them again).
+    // then run the request to its end for nobody (on_link_up sends them again).
     struct SentCancel {
         mesh::NodeId head;
         std::uint64_t request_id = 0;
@@ -277,6 +282,7 @@ void MeshCompletionService::Impl::route(const Request& req) {
     req->local_head = active->local_head;
     req->last_heard = Clock::now();
     req->parked.reset();
+    req->attempt_cut = false;
     ++req->attempts;
     {
         std::lock_guard lock(mutex);
@@ -357,7 +363,7 @@ bool MeshCompletionService::Impl::try_resume(const Request& req) {
 void MeshCompletionService::Impl::on_accepted(const Request& req, std::uint64_t attempt,
                                               std::uint32_t cached) {
     std::lock_guard lock(req->mutex);
-    if (req->done || req->request_id != attempt) return;
+    if (req->done || req->request_id != attempt || req->attempt_cut) return;
     req->last_heard = Clock::now();
     req->stream->on_accepted(cached);
 }
@@ -365,7 +371,7 @@ void MeshCompletionService::Impl::on_accepted(const Request& req, std::uint64_t 
 void MeshCompletionService::Impl::on_tokens(const Request& req, std::uint64_t attempt,
                                             const std::vector<mesh::SampledTokenInfo>& tokens) {
     std::lock_guard lock(req->mutex);
-    if (req->done || req->request_id != attempt) return;
+    if (req->done || req->request_id != attempt || req->attempt_cut) return;
     req->last_heard = Clock::now();
     for (const auto& t : tokens) {
         if (t.request_id != attempt) continue;
@@ -381,7 +387,7 @@ void MeshCompletionService::Impl::on_tokens(const Request& req, std::uint64_t at
 void MeshCompletionService::Impl::on_failed(const Request& req, std::uint64_t attempt,
                                             api::ErrorKind kind, std::string message) {
     std::lock_guard lock(req->mutex);
-    if (req->done || req->request_id != attempt) return;
+    if (req->done || req->request_id != attempt || req->attempt_cut) return;
     if (kind == api::ErrorKind::unavailable) {
         if (try_resume(req)) return;
         if (options.resume_grace.count() > 0) {
@@ -568,7 +574,20 @@ void MeshCompletionService::on_pipeline_changed() {
     }
 }
 
-void MeshCompletionService::on_link_reset(const mesh::NodeId& peer) {
+void MeshCompletionService::on_link_down(const mesh::NodeId& peer) {
+    std::vector<Impl::Request> all;
+    {
+        std::lock_guard lock(impl_->mutex);
+        for (auto& [id, r] : impl_->requests) all.push_back(r);
+    }
+    for (auto& req : all) {
+        std::lock_guard lock(req->mutex);
+        if (req->done || req->head != peer || !req->local_head.expired()) continue;
+        req->attempt_cut = true;
+    }
+}
+
+void MeshCompletionService::on_link_up(const mesh::NodeId& peer) {
     std::vector<Impl::Request> all;
     std::vector<mesh::Cancel> cancels;
     {
@@ -582,8 +601,9 @@ void MeshCompletionService::on_link_reset(const mesh::NodeId& peer) {
     for (auto& c : cancels) impl_->sender.send(peer, std::move(c));
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
-        if (req->done || req->parked || req->head != peer || !req->local_head.expired()) continue;
-        impl_->logger->warn("{}: the link to its head {} was reset; resuming after {} tokens",
+        // A parked request resumes on the next plan (on_pipeline_changed, check_stalled).
+        if (req->done || !req->attempt_cut || req->parked || req->head != peer) continue;
+        impl_->logger->warn("{}: the link to its head {} was cut; resuming after {} tokens",
                             req->api_id, peer.short_string(),
                             req->tokens.size() - static_cast<std::size_t>(req->setup.n_prompt));
         impl_->cancel_at_head(req, "link reset");

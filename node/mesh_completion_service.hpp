@@ -89,13 +89,17 @@ public:
     // with `unavailable` (a head that stopped) is resumed the same way when a newer pipeline
     // is active.
     void on_pipeline_changed();
-    // The link to `peer` dropped and came back (the same run of it; the runtime's I/O thread).
-    // Frames that were on the old link are lost, tokens and Cancels included, and nobody
-    // would notice: every request whose remote head is `peer` is resumed at once on the active
-    // pipeline from the tokens received so far (a contiguous prefix: frames of the new link come
-    // after this call), its old attempt cancelled. The Cancels sent to `peer` in the last minutes
-    // go again: one lost on the old link would leave the head running a request for nobody.
-    void on_link_reset(const mesh::NodeId& peer);
+    // The link to `peer` closed, or another replaced it (the runtime's I/O thread): frames on
+    // their way on it are lost, tokens and Cancels included, and nobody would notice. Every
+    // request whose remote head is `peer` ignores the rest of its current attempt from now on
+    // (what it received is a contiguous prefix: frames of a new link are read after this call).
+    void on_link_down(const mesh::NodeId& peer);
+    // A link to `peer` is up (the runtime's I/O thread, before its first frame is read). Every
+    // request whose attempt was cut there resumes at once on the active pipeline from the
+    // tokens it has (a parked one waits for the next plan as before), its old attempt
+    // cancelled; and the Cancels sent to `peer` in the last minutes go again, as one lost on
+    // the old link would leave the head running a request for nobody.
+    void on_link_up(const mesh::NodeId& peer);
 
     // Requests still streaming (for a graceful stop).
     std::size_t n_in_flight() const;

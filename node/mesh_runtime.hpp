@@ -106,9 +106,11 @@ public:
     virtual void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) = 0;
     // `id` left the mesh (dead or said goodbye).
     virtual void on_member_gone(const mesh::NodeId& id) = 0;
-    // The link to `peer` dropped and came back, the same run of it at both ends: the frames
-    // that were on the old link are lost. Called before the new link's first frame is read.
-    virtual void on_link_reset(const mesh::NodeId& peer) { (void)peer; }
+    // The link to `peer` closed, or another replaced it: frames on their way on it are lost.
+    virtual void on_link_down(const mesh::NodeId& peer) { (void)peer; }
+    // A link to `peer` is up (again, after on_link_down, or for the first time). Called before
+    // its first frame is read.
+    virtual void on_link_up(const mesh::NodeId& peer) { (void)peer; }
     // This node's stage timings for its capacity report (epoch 0: no stage).
     virtual mesh::StageStats stage_stats() = 0;
     // Every tick of the runtime (about 100 ms), for the host's own deadlines.

@@ -170,6 +170,7 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
         // frames: those still queued move over, but those on their way either way are lost,
         // which is a reset like any other.
         relinked = relinked || same_run;
+        if (host != nullptr) host->on_link_down(peer);
         unsent = std::move(it->second->queue);
         it->second->retired = true;
         it->second->link->close("duplicate link");
@@ -179,8 +180,9 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     auto slot = std::make_shared<LinkSlot>(link, outbound, io.get_executor());
     slot->queue = std::move(unsent);
     links[peer] = slot;
-    // Frames sent now (an origin resuming its requests) go out on the new link.
     if (relinked) peer_relinked(peer);
+    // Frames sent now (an origin resuming its requests) go out on the new link.
+    if (host != nullptr) host->on_link_up(peer);
     const mesh::LinkPeer& info = link->peer();
     logger->info("mesh link up with {} ({} {})", peer.short_string(),
                  outbound ? "dialled" : "accepted from",
@@ -226,7 +228,6 @@ void MeshRuntime::Impl::peer_restarted(const mesh::NodeId& peer, Clock::time_poi
 }
 
 void MeshRuntime::Impl::peer_relinked(const mesh::NodeId& peer) {
-    if (host != nullptr) host->on_link_reset(peer);
     if (!in_active_plan(peer) || !in_active_plan(key.id())) return;
     // Frames of the pipeline that were on the dropped link are lost, and nobody waits for them
     // but the head (for a minute). Our next Capacity report (adopt sends it to every member)
@@ -281,6 +282,7 @@ void MeshRuntime::Impl::link_closed(const std::shared_ptr<LinkSlot>& slot) {
     const std::string reason = slot->link->close_reason();
     logger->info("mesh link down with {}: {}", peer.short_string(), reason);
     slot->link->close("link down");
+    if (host != nullptr) host->on_link_down(peer);
     // A goodbye removes the member at once; a silent loss waits for membership's timeouts
     // (redialling meanwhile).
     if (reason.find("peer said bye: leaving") != std::string::npos) {

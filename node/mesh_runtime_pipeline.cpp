@@ -262,14 +262,19 @@ void ModelPipelineHost::dispatch(const mesh::NodeId& from, mesh::Message message
 void ModelPipelineHost::on_member_gone(const mesh::NodeId& id) {
     // Requests whose origin is gone have nobody to stream to: free their slots at our head.
     std::shared_ptr<PipelineHead> head;
+    MeshCompletionService* service = nullptr;
     {
         std::lock_guard lock(mutex_);
         head = part_.head;
+        service = service_;
     }
     if (head) head->cancel_origin(id);
+    // Its link went with it: if it comes back (a member declared dead too early), what it had
+    // sent on the old link may be lost.
+    if (service != nullptr) service->on_link_down(id);
 }
 
-void ModelPipelineHost::on_link_reset(const mesh::NodeId& peer) {
+void ModelPipelineHost::on_link_down(const mesh::NodeId& peer) {
     // The origin side only. A head needs nothing: a lost RequestFrame or Cancel of a request
     // that entered at `peer` is made good by that origin's resume (a new attempt, the old one
     // cancelled); the stages' own frames are the coordinator's (a new plan, see peer_relinked).
@@ -278,7 +283,16 @@ void ModelPipelineHost::on_link_reset(const mesh::NodeId& peer) {
         std::lock_guard lock(mutex_);
         service = service_;
     }
-    if (service != nullptr) service->on_link_reset(peer);
+    if (service != nullptr) service->on_link_down(peer);
+}
+
+void ModelPipelineHost::on_link_up(const mesh::NodeId& peer) {
+    MeshCompletionService* service = nullptr;
+    {
+        std::lock_guard lock(mutex_);
+        service = service_;
+    }
+    if (service != nullptr) service->on_link_up(peer);
 }
 
 mesh::StageStats ModelPipelineHost::stage_stats() {

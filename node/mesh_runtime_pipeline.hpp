@@ -54,7 +54,8 @@ public:
     void deactivate(std::string why, bool plan_expected) override;
     void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) override;
     void on_member_gone(const mesh::NodeId& id) override;
-    void on_link_reset(const mesh::NodeId& peer) override;
+    void on_link_down(const mesh::NodeId& peer) override;
+    void on_link_up(const mesh::NodeId& peer) override;
     mesh::StageStats stage_stats() override;
     void on_tick() override;
 

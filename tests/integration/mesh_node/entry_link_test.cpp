@@ -57,7 +57,7 @@ TEST_F(EntryLink, AStreamThatEnteredElsewhereIsWholeAfterItsLinkToTheHeadResets)
     state_->expect_whole(cut, ref.text);
     // The entry node says what it did.
     const auto entry_log = state_->lower->err().substr(entry_log_before);
-    const auto at = entry_log.find("was reset; resuming");
+    const auto at = entry_log.find("was cut; resuming");
     EXPECT_NE(at, std::string::npos) << entry_log;
     if (at != std::string::npos) {
         const auto line_start = entry_log.rfind('\n', at);

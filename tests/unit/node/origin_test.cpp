@@ -317,6 +317,11 @@ TEST(Origin, RemoteHeadThatNeverAnswersTimesOut) {
     EXPECT_TRUE(cancel_sent);
 }
 
+// A token of request `id` that does not end it.
+mesh::SampledTokenInfo token_of(std::uint64_t id, std::int32_t t) {
+    return mesh::SampledTokenInfo{id, t, -0.5f, {}, mesh::TokenFinish::kContinue};
+}
+
 // An origin (node 0) whose pipeline is headed by node 5, with one 8-token request sent there.
 struct OriginOfARemoteHead {
     CapturingSender sender;
@@ -346,36 +351,37 @@ struct OriginOfARemoteHead {
     }
 };
 
-// The link to a remote head dropped and came back: the tokens on it may be lost, so the origin
-// resumes the request there from what it received (a new attempt, the old one cancelled), and
-// ignores what still comes for the old attempt. A reset of another node's link changes nothing.
-TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItResets) {
+// The link to a remote head went down: the tokens on it may be lost, so the origin ignores the
+// rest of that attempt and, when a link to the head is up again, resumes the request there from
+// what it received (a new attempt, the old one cancelled). Another node's link changes nothing.
+TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItComesBack) {
     const auto& model = demo_frontend();
     OriginOfARemoteHead origin;
     ASSERT_TRUE(origin.request_sent());
-    const auto token = [](std::uint64_t id, std::int32_t t) {
-        return mesh::SampledTokenInfo{id, t, -0.5f, {}, mesh::TokenFinish::kContinue};
-    };
-    origin.service.on_request_update(
-        node_id(5), {origin.sent.request_id, true, 0, {token(origin.sent.request_id, 300)}});
-    origin.service.on_request_update(
-        node_id(5), {origin.sent.request_id, false, 0, {token(origin.sent.request_id, 301)}});
+    const std::uint64_t first_id = origin.sent.request_id;
+    origin.service.on_request_update(node_id(5), {first_id, true, 0, {token_of(first_id, 300)}});
+    origin.service.on_request_update(node_id(5), {first_id, false, 0, {token_of(first_id, 301)}});
     ASSERT_TRUE(TestMesh::wait_for([&] { return origin.started.sink->deltas() >= 2; }));
 
-    origin.service.on_link_reset(node_id(7));
+    origin.service.on_link_down(node_id(7));
+    origin.service.on_link_up(node_id(7));
     EXPECT_TRUE(origin.sender.take().empty());
 
-    origin.service.on_link_reset(node_id(5));
+    origin.service.on_link_down(node_id(5));
+    // A token of the cut attempt (held by the head while the link was down) is not streamed.
+    origin.service.on_request_update(node_id(5), {first_id, false, 0, {token_of(first_id, 302)}});
+    EXPECT_TRUE(origin.sender.take().empty());
+    origin.service.on_link_up(node_id(5));
     auto sent = origin.sender.take();
     ASSERT_EQ(sent.size(), 2u);
     EXPECT_EQ(sent[0].first, node_id(5));
     const auto* cancel = std::get_if<mesh::Cancel>(&sent[0].second);
     ASSERT_NE(cancel, nullptr);
-    EXPECT_EQ(cancel->request_id, origin.sent.request_id);
+    EXPECT_EQ(cancel->request_id, first_id);
     EXPECT_EQ(sent[1].first, node_id(5));
     const auto* again = std::get_if<mesh::RequestFrame>(&sent[1].second);
     ASSERT_NE(again, nullptr);
-    EXPECT_NE(again->request_id, origin.sent.request_id);
+    EXPECT_NE(again->request_id, first_id);
     EXPECT_EQ(again->epoch, origin.sent.epoch);
     EXPECT_EQ(again->n_prompt, origin.sent.n_prompt);
     auto expected = origin.sent.tokens;
@@ -384,11 +390,10 @@ TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItResets) {
     EXPECT_EQ(again->tokens, expected);
     EXPECT_EQ(again->setup, origin.sent.setup);
 
-    // A token of the old attempt that was still on its way is not streamed; the new one's are.
-    origin.service.on_request_update(
-        node_id(5), {origin.sent.request_id, false, 0, {token(origin.sent.request_id, 302)}});
+    // The old attempt's frames stay ignored; the new one's are streamed.
+    origin.service.on_request_update(node_id(5), {first_id, false, 0, {token_of(first_id, 302)}});
     origin.service.on_request_update(node_id(5), {again->request_id, true, 0, {}});
-    auto last = token(again->request_id, 303);
+    auto last = token_of(again->request_id, 303);
     last.finish = mesh::TokenFinish::kLength;
     origin.service.on_request_update(node_id(5), {again->request_id, false, 0, {last}});
     ASSERT_TRUE(origin.started.sink->wait());
@@ -399,10 +404,53 @@ TEST(Origin, RequestResumesAtItsHeadWhenTheLinkToItResets) {
     EXPECT_EQ(origin.started.sink->content, model.tokenizer.decode(streamed, true));
 }
 
+// Found by the soak: the link to the head went down, and the head was declared dead before it
+// linked again, so the request was parked for the next plan. The head's frames held during the
+// outage then arrived and finished the request with a token missing. A cut attempt's frames
+// are ignored parked or not, and the request resumes on the next plan from what it had.
+TEST(Origin, ParkedRequestIgnoresTheAttemptCutWithItsLink) {
+    const auto& model = demo_frontend();
+    OriginOfARemoteHead origin;
+    ASSERT_TRUE(origin.request_sent());
+    const std::uint64_t first_id = origin.sent.request_id;
+    origin.service.on_request_update(node_id(5), {first_id, true, 0, {token_of(first_id, 300)}});
+    origin.service.on_link_down(node_id(5));
+    origin.directory.set_expected(true);
+    origin.directory.set(std::nullopt);
+    origin.service.on_pipeline_changed();  // parked: re-planning
+    origin.service.on_link_up(node_id(5));
+    auto last = token_of(first_id, 302);
+    last.finish = mesh::TokenFinish::kLength;
+    origin.service.on_request_update(node_id(5), {first_id, false, 0, {last}});
+    EXPECT_FALSE(origin.started.sink->final) << origin.started.sink->content;
+    origin.sender.take();
+    auto route = one_stage(4);
+    route.stages[0].node = node_id(6);
+    origin.directory.set(ActivePipeline{route, nullptr});
+    origin.service.on_pipeline_changed();
+    std::optional<mesh::RequestFrame> resumed;
+    for (auto& [to, m] : origin.sender.take()) {
+        if (auto* f = std::get_if<mesh::RequestFrame>(&m)) {
+            EXPECT_EQ(to, node_id(6));
+            resumed = *f;
+        }
+    }
+    ASSERT_TRUE(resumed);
+    auto expected = origin.sent.tokens;
+    expected.push_back(300);
+    EXPECT_EQ(resumed->tokens, expected);
+    auto end = token_of(resumed->request_id, 301);
+    end.finish = mesh::TokenFinish::kLength;
+    origin.service.on_request_update(node_id(6), {resumed->request_id, true, 0, {end}});
+    ASSERT_TRUE(origin.started.sink->wait());
+    const std::vector<std::int32_t> streamed = {300, 301};
+    EXPECT_EQ(origin.started.sink->content, model.tokenizer.decode(streamed, true));
+}
+
 // A Cancel sent to a remote head (the client left) may have been lost with a link that then
-// came back: the head would run the request for nobody. The origin sends it again on a reset of
-// that link, and only of that one.
-TEST(Origin, CancelGoesAgainWhenTheLinkToItsHeadResets) {
+// came back: the head would run the request for nobody. The origin sends it again when a link
+// to that head comes up, and only to that head.
+TEST(Origin, CancelGoesAgainWhenTheLinkToItsHeadComesBack) {
     OriginOfARemoteHead origin;
     ASSERT_TRUE(origin.request_sent());
     origin.started.cancel->cancel();
@@ -416,9 +464,11 @@ TEST(Origin, CancelGoesAgainWhenTheLinkToItsHeadResets) {
     const std::vector<std::pair<mesh::NodeId, std::uint64_t>> expected = {
         {node_id(5), origin.sent.request_id}};
     EXPECT_EQ(cancels_of(origin.sender.take()), expected);
-    origin.service.on_link_reset(node_id(7));
+    origin.service.on_link_down(node_id(7));
+    origin.service.on_link_up(node_id(7));
     EXPECT_TRUE(origin.sender.take().empty());
-    origin.service.on_link_reset(node_id(5));
+    origin.service.on_link_down(node_id(5));
+    origin.service.on_link_up(node_id(5));
     EXPECT_EQ(cancels_of(origin.sender.take()), expected);
     EXPECT_EQ(origin.service.n_in_flight(), 0u);
 }
