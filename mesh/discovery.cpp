@@ -149,7 +149,15 @@ std::vector<DiscoveryEvent> PeerDirectory::on_gossip(const PeerList& list, Clock
 std::vector<DiscoveryEvent> PeerDirectory::on_linked(const NodeId& id, const PeerAddress& address,
                                                      Clock::time_point now) {
     auto events = refresh(id, address, DiscoverySource::kSeed, now);
-    if (auto it = peers_.find(id); it != peers_.end()) it->second.linked = true;
+    if (auto it = peers_.find(id); it != peers_.end()) {
+        it->second.linked = true;
+        // Where it listens now goes first, even if known before: gossip keeps a restarted node's
+        // old ports in the list, and a redial after a link drop that tried those first took
+        // longer than the suspect time (the soak's link blips).
+        auto& addresses = it->second.addresses;
+        const auto at = std::find(addresses.begin(), addresses.end(), address);
+        if (at != addresses.end()) std::rotate(addresses.begin(), at, at + 1);
+    }
     return events;
 }
 

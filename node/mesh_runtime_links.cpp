@@ -194,7 +194,9 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     } else if (info.hello.listen_port != 0 && !info.remote_host.empty()) {
         on_discovery(directory.on_linked(peer, {info.remote_host, info.hello.listen_port}, now));
     }
+    // A redial after this link drops starts at the address it linked at (first in the directory).
     peer_dials[peer].backoff = std::chrono::milliseconds(0);
+    peer_dials[peer].attempts = 0;
     if (auto held = held_outgoing.find(peer); held != held_outgoing.end()) {
         expire_held_outgoing(Clock::now());
         if (auto again = held_outgoing.find(peer); again != held_outgoing.end()) {

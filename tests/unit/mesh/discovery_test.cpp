@@ -138,5 +138,24 @@ TEST(PeerDirectory, GossipListIncludesSelfAndEveryKnownPeer) {
     EXPECT_EQ(dir.address_of(id_of(2))->host, "10.0.0.99");
 }
 
+// A node that restarted on another port is linked at the new one; gossip still lists the old
+// one, newest first. The address a link came up at goes first, known before or not.
+TEST(PeerDirectory, TheAddressALinkCameUpAtIsDialledFirst) {
+    PeerDirectory dir(id_of(1));
+    const PeerAddress now_at{"127.0.0.1", 9001};
+    const PeerAddress old_port{"127.0.0.1", 9000};
+    PeerList gossip;
+    gossip.peers.push_back(PeerInfo{id_of(2), {now_at}});
+    dir.on_gossip(gossip, t0);
+    gossip.peers[0].addresses = {old_port};
+    dir.on_gossip(gossip, t0 + 1s);
+    ASSERT_EQ(*dir.address_of(id_of(2)), old_port);
+    dir.on_linked(id_of(2), now_at, t0 + 2s);
+    EXPECT_EQ(*dir.address_of(id_of(2)), now_at);
+    const auto list = dir.peer_list({});
+    ASSERT_EQ(list.peers.size(), 1u);
+    EXPECT_EQ(list.peers[0].addresses, (std::vector<PeerAddress>{now_at, old_port}));
+}
+
 }  // namespace
 }  // namespace brigade::mesh
