@@ -117,6 +117,8 @@ struct MeshCompletionService::Impl : std::enable_shared_from_this<Impl> {
     void on_client_cancel(const Request& req);
     void check_stalled();
     Request find(std::uint64_t request_id);
+    // Every request in flight, taken under `mutex` (each is then handled under its own).
+    std::vector<Request> all_requests();
 
     class LocalEvents;
 };
@@ -179,6 +181,14 @@ std::uint64_t MeshCompletionService::Impl::new_request_id() {
         const std::uint64_t id = rng() & ~kPrefixEntryBit;
         if (id != 0 && requests.count(id) == 0) return id;
     }
+}
+
+std::vector<MeshCompletionService::Impl::Request> MeshCompletionService::Impl::all_requests() {
+    std::lock_guard lock(mutex);
+    std::vector<Request> all;
+    all.reserve(requests.size());
+    for (auto& [id, r] : requests) all.push_back(r);
+    return all;
 }
 
 MeshCompletionService::Impl::Request MeshCompletionService::Impl::find(std::uint64_t id) {
@@ -414,11 +424,7 @@ void MeshCompletionService::Impl::on_client_cancel(const Request& req) {
 }
 
 void MeshCompletionService::Impl::check_stalled() {
-    std::vector<Request> all;
-    {
-        std::lock_guard lock(mutex);
-        for (auto& [id, r] : requests) all.push_back(r);
-    }
+    const std::vector<Request> all = all_requests();
     const auto now = Clock::now();
     const bool plan_expected = !all.empty() && directory.plan_expected();
     for (auto& req : all) {
@@ -537,11 +543,7 @@ void MeshCompletionService::on_request_error(const mesh::NodeId& from,
 }
 
 void MeshCompletionService::on_pipeline_changed() {
-    std::vector<Impl::Request> all;
-    {
-        std::lock_guard lock(impl_->mutex);
-        for (auto& [id, r] : impl_->requests) all.push_back(r);
-    }
+    const std::vector<Impl::Request> all = impl_->all_requests();
     std::string why;
     const auto active = impl_->directory.active(why);
     const bool expected =
@@ -575,11 +577,7 @@ void MeshCompletionService::on_pipeline_changed() {
 }
 
 void MeshCompletionService::on_link_down(const mesh::NodeId& peer) {
-    std::vector<Impl::Request> all;
-    {
-        std::lock_guard lock(impl_->mutex);
-        for (auto& [id, r] : impl_->requests) all.push_back(r);
-    }
+    const std::vector<Impl::Request> all = impl_->all_requests();
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
         if (req->done || req->head != peer || !req->local_head.expired()) continue;
@@ -588,11 +586,10 @@ void MeshCompletionService::on_link_down(const mesh::NodeId& peer) {
 }
 
 void MeshCompletionService::on_link_up(const mesh::NodeId& peer) {
-    std::vector<Impl::Request> all;
+    const std::vector<Impl::Request> all = impl_->all_requests();
     std::vector<mesh::Cancel> cancels;
     {
         std::lock_guard lock(impl_->mutex);
-        for (auto& [id, r] : impl_->requests) all.push_back(r);
         for (const auto& c : impl_->recent_cancels) {
             if (c.head == peer) cancels.push_back({c.request_id, c.reason});
         }
@@ -617,11 +614,7 @@ std::size_t MeshCompletionService::n_in_flight() const {
 }
 
 void MeshCompletionService::fail_all(const std::string& why) {
-    std::vector<Impl::Request> all;
-    {
-        std::lock_guard lock(impl_->mutex);
-        for (auto& [id, r] : impl_->requests) all.push_back(r);
-    }
+    const std::vector<Impl::Request> all = impl_->all_requests();
     for (auto& req : all) {
         std::lock_guard lock(req->mutex);
         if (req->done) continue;

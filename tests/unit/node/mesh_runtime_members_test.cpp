@@ -126,10 +126,7 @@ TEST(MeshRuntimeMembers, TheNextCoordinatorTakesOverWithAHigherEpoch) {
     const auto mesh = mesh::MeshCredentials::generate();
     // Three nodes, each able to hold the model: the plan is one stage; stopping the coordinator
     // makes the next lowest id coordinator, which re-plans above the old epoch if needed.
-    std::vector<mesh::NodeKey> keys;
-    for (int i = 0; i < 3; ++i) keys.push_back(mesh::NodeKey::generate());
-    std::sort(keys.begin(), keys.end(),
-              [](const auto& x, const auto& y) { return x.id() < y.id(); });
+    std::vector<mesh::NodeKey> keys = keys_by_id(3);
     const mesh::NodeId lowest = keys[0].id();
     auto first = std::make_unique<TestNode>(mesh, fast_options(64'000'000), std::move(keys[0]));
     ASSERT_TRUE(first->runtime.start(first->host));
@@ -232,10 +229,7 @@ TEST(MeshRuntimeMembers, ARestartedCoordinatorRefusedAsStaleProposesAgainAtOnce)
 // after the retry delay (here a minute, so that a wait would show).
 TEST(MeshRuntimeMembers, AStageNodeThatLeavesDuringAProposalIsPlannedAroundAtOnce) {
     const auto mesh = mesh::MeshCredentials::generate();
-    std::vector<mesh::NodeKey> keys;
-    for (int i = 0; i < 3; ++i) keys.push_back(mesh::NodeKey::generate());
-    std::sort(keys.begin(), keys.end(),
-              [](const auto& x, const auto& y) { return x.id() < y.id(); });
+    std::vector<mesh::NodeKey> keys = keys_by_id(3);
     // 3 MB each: any two hold the ~5 MB model, one alone does not.
     auto coordinator_options = fast_options(3'000'000);
     coordinator_options.plan_retry = 60s;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -148,6 +149,15 @@ struct TestNode {
     FakeHost host;
     MeshRuntime runtime;
 };
+
+// `n` new node keys, lowest id first (the first is the coordinator of a mesh of them).
+inline std::vector<mesh::NodeKey> keys_by_id(int n) {
+    std::vector<mesh::NodeKey> keys;
+    for (int i = 0; i < n; ++i) keys.push_back(mesh::NodeKey::generate());
+    std::sort(keys.begin(), keys.end(),
+              [](const auto& x, const auto& y) { return x.id() < y.id(); });
+    return keys;
+}
 
 inline bool wait_until(const std::function<bool()>& condition,
                        std::chrono::milliseconds limit = 10s) {
