@@ -110,20 +110,34 @@ std::vector<DiscoveryEvent> PeerDirectory::add_seed(const PeerAddress& address) 
 }
 
 std::vector<DiscoveryEvent> PeerDirectory::refresh(const NodeId& id, const PeerAddress& address,
-                                                   DiscoverySource source, Clock::time_point now) {
+                                                   DiscoverySource source, Clock::time_point now,
+                                                   Placement placement) {
     if (id == self_) return {};
     auto [it, inserted] = peers_.try_emplace(id);
     Known& k = it->second;
     k.last_refresh = std::max(k.last_refresh, now);
-    const bool new_address =
-        std::find(k.addresses.begin(), k.addresses.end(), address) == k.addresses.end();
-    if (new_address) {
-        // Newest first: a node that moved is dialled at its new address first.
-        k.addresses.insert(k.addresses.begin(), address);
-        if (k.addresses.size() > 8) k.addresses.pop_back();
+    auto& addresses = k.addresses;
+    const auto at = std::find(addresses.begin(), addresses.end(), address);
+    const bool new_address = at == addresses.end();
+    if (placement == Placement::kFirst) {
+        // The peer's own word (its beacon, its gossip about itself, a link to it): it listens
+        // there now, so that address is dialled first.
+        if (new_address) {
+            addresses.insert(addresses.begin(), address);
+        } else {
+            std::rotate(addresses.begin(), at, at + 1);
+        }
+    } else if (new_address) {
+        // Hearsay goes after what we have, in the order heard: a third node's list may still
+        // name ports of the peer's earlier runs.
+        addresses.push_back(address);
     }
+    if (addresses.size() > kMaxAddressesPerPeer) addresses.resize(kMaxAddressesPerPeer);
+    const bool kept = std::find(addresses.begin(), addresses.end(), address) != addresses.end();
     if (inserted) k.source = source;
-    if (inserted || new_address) return {{DiscoveryEvent::Kind::kPeerSeen, id, address, source}};
+    if (inserted || (new_address && kept)) {
+        return {{DiscoveryEvent::Kind::kPeerSeen, id, address, source}};
+    }
     return {};
 }
 
@@ -131,16 +145,34 @@ std::vector<DiscoveryEvent> PeerDirectory::on_beacon(const Beacon& beacon,
                                                      const std::string& source_host,
                                                      Clock::time_point now) {
     return refresh(beacon.node_id, PeerAddress{source_host, beacon.tcp_port},
-                   DiscoverySource::kBeacon, now);
+                   DiscoverySource::kBeacon, now, Placement::kFirst);
 }
 
-std::vector<DiscoveryEvent> PeerDirectory::on_gossip(const PeerList& list, Clock::time_point now) {
+std::vector<DiscoveryEvent> PeerDirectory::on_gossip(const NodeId& from, const PeerList& list,
+                                                     Clock::time_point now) {
     std::vector<DiscoveryEvent> events;
     for (const PeerInfo& p : list.peers) {
+        std::vector<PeerAddress> usable;
         for (const PeerAddress& a : p.addresses) {
-            if (a.host.empty() || a.port == 0) continue;
-            auto e = refresh(p.id, a, DiscoverySource::kGossip, now);
-            events.insert(events.end(), e.begin(), e.end());
+            if (!a.host.empty() && a.port != 0) usable.push_back(a);
+        }
+        if (p.id == from) {
+            // Where the sender listens now, best first: placed first in its order (so walked
+            // back to front). Of those, the one our link to it came up at leads: another may
+            // not be reachable from here (a second interface).
+            if (auto known = peers_.find(from); known != peers_.end() && known->second.linked_at) {
+                const auto at = std::find(usable.begin(), usable.end(), *known->second.linked_at);
+                if (at != usable.end()) std::rotate(usable.begin(), at, at + 1);
+            }
+            for (auto a = usable.rbegin(); a != usable.rend(); ++a) {
+                auto e = refresh(p.id, *a, DiscoverySource::kGossip, now, Placement::kFirst);
+                events.insert(events.end(), e.begin(), e.end());
+            }
+        } else {
+            for (const PeerAddress& a : usable) {
+                auto e = refresh(p.id, a, DiscoverySource::kGossip, now, Placement::kLast);
+                events.insert(events.end(), e.begin(), e.end());
+            }
         }
     }
     return events;
@@ -148,16 +180,11 @@ std::vector<DiscoveryEvent> PeerDirectory::on_gossip(const PeerList& list, Clock
 
 std::vector<DiscoveryEvent> PeerDirectory::on_linked(const NodeId& id, const PeerAddress& address,
                                                      Clock::time_point now) {
-    auto events = refresh(id, address, DiscoverySource::kSeed, now);
-    if (auto it = peers_.find(id); it != peers_.end()) {
-        it->second.linked = true;
-        // Where it listens now goes first, even if known before: gossip keeps a restarted node's
-        // old ports in the list, and a redial after a link drop that tried those first took
-        // longer than the suspect time (the soak's link blips).
-        auto& addresses = it->second.addresses;
-        const auto at = std::find(addresses.begin(), addresses.end(), address);
-        if (at != addresses.end()) std::rotate(addresses.begin(), at, at + 1);
-    }
+    // Where it listens now goes first, even if known before: gossip keeps a restarted node's
+    // old ports in the list, and a redial after a link drop that tried those first took longer
+    // than the suspect time (the soak's link blips).
+    auto events = refresh(id, address, DiscoverySource::kSeed, now, Placement::kFirst);
+    if (auto it = peers_.find(id); it != peers_.end()) it->second.linked_at = address;
     return events;
 }
 

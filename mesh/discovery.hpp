@@ -29,6 +29,7 @@ namespace brigade::mesh {
 inline constexpr std::size_t kBeaconBytes = 75;
 inline constexpr std::string_view kDefaultMulticastGroup = "239.255.81.77";
 inline constexpr std::uint16_t kDefaultMeshPort = 8178;
+inline constexpr std::size_t kMaxAddressesPerPeer = 8;
 
 using BeaconKey = std::array<std::uint8_t, 32>;
 using BeaconNonce = std::array<std::uint8_t, 24>;
@@ -88,8 +89,11 @@ public:
     std::vector<DiscoveryEvent> add_seed(const PeerAddress& address);
     std::vector<DiscoveryEvent> on_beacon(const Beacon& beacon, const std::string& source_host,
                                           Clock::time_point now);
-    // Gossip from a linked peer: new ids become PeerSeen; known ones are refreshed.
-    std::vector<DiscoveryEvent> on_gossip(const PeerList& list, Clock::time_point now);
+    // Gossip from linked peer `from`: new ids become PeerSeen; known ones are refreshed. The
+    // sender's entry about itself says where it listens now (dialled first); what it says about
+    // others is added after the addresses we already have.
+    std::vector<DiscoveryEvent> on_gossip(const NodeId& from, const PeerList& list,
+                                          Clock::time_point now);
     // A link to `id` is up (e.g. from a seed): it is known, at this address.
     std::vector<DiscoveryEvent> on_linked(const NodeId& id, const PeerAddress& address,
                                           Clock::time_point now);
@@ -106,10 +110,13 @@ private:
         std::vector<PeerAddress> addresses;
         Clock::time_point last_refresh{};
         DiscoverySource source = DiscoverySource::kBeacon;
-        bool linked = false;
+        std::optional<PeerAddress> linked_at;  // where our last dialled link to it came up
     };
+    // kFirst: the peer itself says it is there now; kLast: hearsay.
+    enum class Placement { kFirst, kLast };
     std::vector<DiscoveryEvent> refresh(const NodeId& id, const PeerAddress& address,
-                                        DiscoverySource source, Clock::time_point now);
+                                        DiscoverySource source, Clock::time_point now,
+                                        Placement placement);
 
     NodeId self_;
     DiscoveryConfig config_;

@@ -68,6 +68,9 @@ struct MeshRuntimeOptions {
     std::chrono::milliseconds plan_retry{1500};  // after a failed proposal
     // How long planning waits for every member to report a link to every other.
     std::chrono::milliseconds mesh_settle_limit{3000};
+    // How long a starting node that finds no fit waits for links to the nodes its members link
+    // to (requests wait as while forming) before it answers "no fit".
+    std::chrono::milliseconds partial_view_limit{10000};
     int expect_nodes = 0;                         // wait for this many members before planning
     std::chrono::milliseconds expect_wait{8000};  // ... but no longer than this
     std::chrono::milliseconds ack_timeout{120000};

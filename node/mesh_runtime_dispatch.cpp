@@ -29,7 +29,7 @@ void MeshRuntime::Impl::on_frame(const std::shared_ptr<LinkSlot>& slot, mesh::Me
                                  std::is_same_v<T, mesh::Bye>) {
                 // Handled inside the link.
             } else if constexpr (std::is_same_v<T, mesh::PeerList>) {
-                on_discovery(directory.on_gossip(m, now));
+                on_discovery(directory.on_gossip(from, m, now));
             } else if constexpr (std::is_same_v<T, mesh::CapacityReport>) {
                 if (names_other(m.node_id, from)) {
                     bad = "a capacity report for another node";

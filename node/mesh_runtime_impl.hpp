@@ -61,7 +61,8 @@ struct DialState {
     mesh::Clock::time_point next_attempt{};
     std::chrono::milliseconds backoff{0};
     std::size_t attempts = 0;
-    bool reported = false;  // first failure logged at info, later ones at debug
+    bool round_ends = true;  // the attempt in flight is at the peer's last known address
+    bool reported = false;   // first failure logged at info, later ones at debug
 };
 
 // What a member offers to the planner; a change of these (not of RTTs) re-plans.
@@ -149,6 +150,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     mesh::Clock::time_point dirty_since{};
     mesh::Clock::time_point plan_not_before{};
     bool first_plan_done = false;
+    // Since when a first "no fit" has been held back for nodes we are not linked to yet.
+    std::optional<mesh::Clock::time_point> partial_view_since;
     // A member refused the active plan (it had seen a higher epoch, or another coordinator):
     // propose again, above every epoch seen, even if the stages are the same.
     bool force_propose = false;
@@ -200,6 +203,10 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void mark_plan_dirty(const std::string& why);
     mesh::Result<mesh::Plan> compute_plan() const;
     bool members_see_each_other() const;
+    // Nodes that members report links to but that are not members here (not linked yet).
+    std::size_t nodes_known_only_by_hearsay() const;
+    // True if a "no fit" is held back, for now, as this node's view of the mesh is partial.
+    bool hold_partial_no_fit(mesh::Clock::time_point now);
     void run_actions(std::vector<mesh::AgreementAction> actions);
     void activate(const mesh::PlanPropose& plan);
     // `restarted`: a new run of it has already linked (peer_restarted), so a plan is coming.

@@ -87,6 +87,7 @@ void MeshRuntime::Impl::dial_due(Clock::time_point now) {
         d.in_flight = true;
         const mesh::PeerAddress& address = peer.addresses[d.attempts % peer.addresses.size()];
         ++d.attempts;
+        d.round_ends = d.attempts % peer.addresses.size() == 0;
         asio::co_spawn(io,
                        dial(std::make_shared<mesh::PeerAddress>(address),
                             std::make_shared<std::optional<mesh::NodeId>>(peer.id)),
@@ -107,11 +108,19 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
     DialState& d = expected->has_value() ? peer_dials[**expected] : seed_dials[*address];
     d.in_flight = false;
     if (!link) {
-        d.backoff = next_backoff(d.backoff, options);
-        d.next_attempt = Clock::now() + d.backoff;
+        // A peer's addresses are tried one after another, and the backoff grows per round over
+        // all of them: ports of its earlier runs (gossip still names them) cost a refused
+        // connect each, not a backoff step each.
+        const bool next_address = expected->has_value() && !d.round_ends;
+        if (next_address) {
+            d.next_attempt = Clock::now();
+        } else {
+            d.backoff = next_backoff(d.backoff, options);
+            d.next_attempt = Clock::now() + d.backoff;
+        }
         const std::string who =
             expected->has_value() ? (*expected)->short_string() + " at " : std::string();
-        if (!d.reported) {
+        if (!d.reported && !next_address) {
             logger->info("mesh: cannot reach {}{}: {} (retrying with backoff)", who,
                          address->to_string(), link.error().message);
             d.reported = true;
@@ -119,6 +128,7 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
             logger->debug("mesh: cannot reach {}{}: {}", who, address->to_string(),
                           link.error().message);
         }
+        if (next_address) dial_due(Clock::now());
         co_return;
     }
     d.backoff = std::chrono::milliseconds(0);

@@ -74,6 +74,44 @@ bool MeshRuntime::Impl::members_see_each_other() const {
     return true;
 }
 
+std::size_t MeshRuntime::Impl::nodes_known_only_by_hearsay() const {
+    const std::vector<mesh::NodeId> known = membership.member_ids();
+    const std::set<mesh::NodeId> known_set(known.begin(), known.end());
+    std::set<mesh::NodeId> unlinked;
+    for (const mesh::NodeId& id : membership.alive_ids()) {
+        const mesh::Member* m = membership.find(id);
+        if (id == key.id() || m == nullptr || !m->capacity) continue;
+        for (const mesh::LinkMeasurement& l : m->capacity->links) {
+            if (known_set.count(l.peer) == 0) unlinked.insert(l.peer);
+        }
+    }
+    return unlinked.size();
+}
+
+bool MeshRuntime::Impl::hold_partial_no_fit(Clock::time_point now) {
+    // Only a node that has not served yet: it just started and has linked to some of the mesh.
+    // "No fit" over that part would be answered with 503s (and the node would announce itself
+    // ready) while the rest of the mesh, and its plan, are a link away. Later, a member's link
+    // to a node we do not know is more likely one to a node that just died.
+    if (is_settled.load()) return false;
+    const std::size_t unlinked = nodes_known_only_by_hearsay();
+    if (unlinked == 0) return false;
+    if (!partial_view_since) partial_view_since = now;
+    if (now - *partial_view_since >= options.partial_view_limit) {
+        logger->warn("no link within {} ms to {} node(s) that members link to; planning without",
+                     options.partial_view_limit.count(), unlinked);
+        return false;
+    }
+    const std::string why =
+        "no plan yet: linking to " + std::to_string(unlinked) + " more node(s) of the mesh";
+    if ((!agreement.active() || !active_built) && unavailable != why) {
+        set_unavailable(why, /*plan_expected=*/true);
+    }
+    mark_plan_dirty("partial view");
+    plan_not_before = now + options.plan_debounce;
+    return true;
+}
+
 void MeshRuntime::Impl::set_unavailable(std::string why, bool plan_expected) {
     unavailable = why;
     if (host != nullptr) host->deactivate(std::move(why), plan_expected);
@@ -144,6 +182,14 @@ void MeshRuntime::Impl::plan_if_due(Clock::time_point now) {
     first_plan_done = true;
 
     auto plan = compute_plan();
+    if (!plan && hold_partial_no_fit(now)) return;
+    if (partial_view_since) {
+        partial_view_since.reset();
+        // Linked to the rest now: the plan it finds comes from the coordinator.
+        if (plan && (!agreement.active() || !active_built)) {
+            set_unavailable("no plan yet: the mesh is forming", /*plan_expected=*/true);
+        }
+    }
     if (!plan) {
         const std::string why = "the mesh cannot hold the model: " + plan.error().message;
         if (no_fit != why) logger->warn("no plan: {}", why);

@@ -106,11 +106,11 @@ TEST(PeerDirectory, BeaconsSeedsGossipAndLoss) {
     ASSERT_EQ(s.size(), 1u);
     EXPECT_FALSE(s[0].id);
     EXPECT_TRUE(dir.add_seed({"seed.local", 8178}).empty());
-    // Gossip names node 3 (and us, and node 2 again).
+    // Gossip from node 2 names node 3 (and us, and node 2 itself).
     PeerList list{{PeerInfo{id_of(3), {{"10.0.0.3", 8178}}},
                    PeerInfo{id_of(1), {{"10.0.0.1", 8178}}},
                    PeerInfo{id_of(2), {{"10.0.0.2", 8178}}}}};
-    auto g = dir.on_gossip(list, t0 + 3s);
+    auto g = dir.on_gossip(id_of(2), list, t0 + 3s);
     ASSERT_EQ(g.size(), 1u);
     EXPECT_EQ(*g[0].id, id_of(3));
     EXPECT_EQ(g[0].source, DiscoverySource::kGossip);
@@ -138,23 +138,65 @@ TEST(PeerDirectory, GossipListIncludesSelfAndEveryKnownPeer) {
     EXPECT_EQ(dir.address_of(id_of(2))->host, "10.0.0.99");
 }
 
-// A node that restarted on another port is linked at the new one; gossip still lists the old
-// one, newest first. The address a link came up at goes first, known before or not.
+// A node that restarted on another port is linked at the new one; a third node's gossip still
+// lists the old one. The address a link came up at goes first, known before or not.
 TEST(PeerDirectory, TheAddressALinkCameUpAtIsDialledFirst) {
     PeerDirectory dir(id_of(1));
     const PeerAddress now_at{"127.0.0.1", 9001};
     const PeerAddress old_port{"127.0.0.1", 9000};
     PeerList gossip;
-    gossip.peers.push_back(PeerInfo{id_of(2), {now_at}});
-    dir.on_gossip(gossip, t0);
-    gossip.peers[0].addresses = {old_port};
-    dir.on_gossip(gossip, t0 + 1s);
+    gossip.peers.push_back(PeerInfo{id_of(2), {old_port, now_at}});
+    dir.on_gossip(id_of(3), gossip, t0);
     ASSERT_EQ(*dir.address_of(id_of(2)), old_port);
     dir.on_linked(id_of(2), now_at, t0 + 2s);
     EXPECT_EQ(*dir.address_of(id_of(2)), now_at);
     const auto list = dir.peer_list({});
     ASSERT_EQ(list.peers.size(), 1u);
     EXPECT_EQ(list.peers[0].addresses, (std::vector<PeerAddress>{now_at, old_port}));
+}
+
+// The order gossip gives is kept: a node's own entry (where it listens now) leads, and what a
+// third node says about it is added after. Session 38's soak: receivers reversed the sender's
+// list, so a rejoining node was dialled at the ports of its earlier runs first.
+TEST(PeerDirectory, APeersOwnWordLeadsAndHearsayFollowsInTheOrderHeard) {
+    PeerDirectory dir(id_of(1));
+    const PeerAddress current{"127.0.0.1", 9003};
+    const PeerAddress earlier{"127.0.0.1", 9002};
+    const PeerAddress earliest{"127.0.0.1", 9001};
+    // Node 3 vouches for node 2, best address first.
+    PeerList from3;
+    from3.peers.push_back(PeerInfo{id_of(2), {current, earlier}});
+    dir.on_gossip(id_of(3), from3, t0);
+    EXPECT_EQ(dir.peer_list({}).peers[0].addresses, (std::vector<PeerAddress>{current, earlier}));
+    // Node 4 knows an even older port: it goes last, not first.
+    PeerList from4;
+    from4.peers.push_back(PeerInfo{id_of(2), {earliest}});
+    dir.on_gossip(id_of(4), from4, t0 + 1s);
+    EXPECT_EQ(dir.peer_list({}).peers[0].addresses,
+              (std::vector<PeerAddress>{current, earlier, earliest}));
+    // Node 2 restarted and says where it listens now (two interfaces, in its order).
+    const PeerAddress restarted{"127.0.0.1", 9004};
+    const PeerAddress second_interface{"10.0.0.2", 9004};
+    PeerList from2;
+    from2.peers.push_back(PeerInfo{id_of(2), {restarted, second_interface}});
+    dir.on_gossip(id_of(2), from2, t0 + 2s);
+    EXPECT_EQ(dir.peer_list({}).peers[0].addresses,
+              (std::vector<PeerAddress>{restarted, second_interface, current, earlier, earliest}));
+    // Linked at its second interface: that one leads, also after its next word.
+    dir.on_linked(id_of(2), second_interface, t0 + 3s);
+    dir.on_gossip(id_of(2), from2, t0 + 4s);
+    EXPECT_EQ(dir.peer_list({}).peers[0].addresses,
+              (std::vector<PeerAddress>{second_interface, restarted, current, earlier, earliest}));
+    // At most kMaxAddressesPerPeer are kept: hearsay beyond them is dropped, with no event.
+    PeerList many;
+    many.peers.push_back(PeerInfo{id_of(2), {}});
+    for (std::uint16_t port = 7000; port < 7010; ++port) {
+        many.peers[0].addresses.push_back({"127.0.0.1", port});
+    }
+    const auto events = dir.on_gossip(id_of(3), many, t0 + 5s);
+    EXPECT_EQ(dir.peer_list({}).peers[0].addresses.size(), kMaxAddressesPerPeer);
+    EXPECT_EQ(events.size(), kMaxAddressesPerPeer - 5);
+    EXPECT_EQ(*dir.address_of(id_of(2)), second_interface);
 }
 
 }  // namespace

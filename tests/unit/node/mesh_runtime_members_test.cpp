@@ -5,10 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <random>
 
 #include "mesh/tcp_transport.hpp"
@@ -19,26 +15,6 @@ namespace {
 
 namespace asio = boost::asio;
 using nlohmann::json;
-
-// Runs `body` on a fresh io_context with a time limit.
-void run_coroutine(std::function<asio::awaitable<void>(asio::io_context&)> body,
-                   std::chrono::milliseconds limit = 20s) {
-    asio::io_context io;
-    bool done = false;
-    std::exception_ptr error;
-    asio::co_spawn(io, body(io), [&](std::exception_ptr e) {
-        done = true;
-        error = e;
-    });
-    io.run_for(limit);
-    ASSERT_TRUE(done) << "did not finish within " << limit.count() << " ms";
-    if (error) std::rethrow_exception(error);
-}
-
-asio::awaitable<void> pause(asio::io_context& io, std::chrono::milliseconds d) {
-    asio::steady_timer t(io, d);
-    co_await t.async_wait(asio::use_awaitable);
-}
 
 bool has_node(MeshRuntime& r, const mesh::NodeId& id, const char* state = nullptr) {
     const json s = r.status();

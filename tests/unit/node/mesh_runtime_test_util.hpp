@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -43,9 +47,10 @@ public:
         why_.clear();
         active_ = true;
     }
-    void deactivate(std::string why, bool /*plan_expected*/) override {
+    void deactivate(std::string why, bool plan_expected) override {
         std::lock_guard lock(mutex_);
         why_ = std::move(why);
+        plan_expected_ = plan_expected;
         active_ = false;
     }
     void on_pipeline_frame(const mesh::NodeId& from, mesh::Message message) override {
@@ -70,6 +75,11 @@ public:
     std::string why() {
         std::lock_guard lock(mutex_);
         return why_;
+    }
+    // What the last deactivate said: whether requests may wait for a plan.
+    bool plan_expected() {
+        std::lock_guard lock(mutex_);
+        return plan_expected_;
     }
     std::size_t n_loads() {
         std::lock_guard lock(mutex_);
@@ -100,6 +110,7 @@ private:
     std::vector<std::pair<mesh::NodeId, mesh::Message>> frames_;
     std::vector<mesh::NodeId> gone_;
     std::string why_;
+    bool plan_expected_ = true;
     bool active_ = false;
 };
 
@@ -167,6 +178,28 @@ inline bool wait_until(const std::function<bool()>& condition,
         std::this_thread::sleep_for(10ms);
     }
     return condition();
+}
+
+// Runs `body` on a fresh io_context with a time limit: the test's own hand-driven links.
+inline void run_coroutine(
+    std::function<boost::asio::awaitable<void>(boost::asio::io_context&)> body,
+    std::chrono::milliseconds limit = 20s) {
+    boost::asio::io_context io;
+    bool done = false;
+    std::exception_ptr error;
+    boost::asio::co_spawn(io, body(io), [&](std::exception_ptr e) {
+        done = true;
+        error = e;
+    });
+    io.run_for(limit);
+    ASSERT_TRUE(done) << "did not finish within " << limit.count() << " ms";
+    if (error) std::rethrow_exception(error);
+}
+
+inline boost::asio::awaitable<void> pause(boost::asio::io_context& io,
+                                          std::chrono::milliseconds d) {
+    boost::asio::steady_timer t(io, d);
+    co_await t.async_wait(boost::asio::use_awaitable);
 }
 
 }  // namespace brigade::node::test
