@@ -40,6 +40,8 @@ public:
                 return "not the coordinator";
             case errc::bad_beacon:
                 return "bad beacon";
+            case errc::refused:
+                return "connection refused";
         }
         return "unknown mesh error";
     }

@@ -30,6 +30,7 @@ enum class errc {
     stale_epoch,       // a plan message carries an epoch we already passed
     not_coordinator,   // a plan came from a node that is not the coordinator in our view
     bad_beacon,        // a discovery beacon failed authentication or is outside the time window
+    refused,           // the host answered that nothing listens at the address
 };
 
 const boost::system::error_category& mesh_category() noexcept;

@@ -652,8 +652,10 @@ awaitable<Result<std::shared_ptr<Link>>> connect_impl(std::unique_ptr<ConnectArg
         R r_ = connect_dog.fired()
                    ? make_error(errc::timeout, "connect to " + where + " timed out after " +
                                                    std::to_string(timeout.count()) + " ms")
-                   : make_error(errc::io_error, "cannot connect to " + where + ": " +
-                                                    std::get<0>(connected).message());
+                   : make_error(
+                         std::get<0>(connected) == asio::error::connection_refused ? errc::refused
+                                                                                   : errc::io_error,
+                         "cannot connect to " + where + ": " + std::get<0>(connected).message());
         co_return r_;
     }
     auto config = std::make_unique<LinkConfig>(std::move(args->config));

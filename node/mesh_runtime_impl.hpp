@@ -50,6 +50,9 @@ struct LinkSlot {
     }
     std::shared_ptr<mesh::Link> link;
     bool outbound = false;  // we dialled it
+    // Where the peer's run listens, as this link shows it: the address we dialled, or its host
+    // with the port from its Hello. Unknown for in-process links.
+    std::optional<mesh::PeerAddress> listens_at;
     std::deque<mesh::Message> queue;
     boost::asio::steady_timer wake;  // cancelled when the queue gets a frame or the link closes
     bool retired = false;            // replaced by a duplicate's winner, or closed by us
@@ -62,7 +65,11 @@ struct DialState {
     std::chrono::milliseconds backoff{0};
     std::size_t attempts = 0;
     bool round_ends = true;  // the attempt in flight is at the peer's last known address
-    bool reported = false;   // first failure logged at info, later ones at debug
+    // Set while dialling back where a link that dropped without a Bye was: "refused" there
+    // means the peer's process is gone.
+    std::optional<mesh::PeerAddress> gone_if_refused;
+    int gone_checks_left = 0;
+    bool reported = false;  // first failure logged at info, later ones at debug
 };
 
 // What a member offers to the planner; a change of these (not of RTTs) re-plans.
@@ -152,6 +159,10 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     bool first_plan_done = false;
     // Since when a first "no fit" has been held back for nodes we are not linked to yet.
     std::optional<mesh::Clock::time_point> partial_view_since;
+    // Members taken as gone because the port they listened at refused a dial, and when. A
+    // process manager may bring such a node back within a second: until the suspect time has
+    // passed, a "no fit" without it is not final (the verdict came no sooner before).
+    std::map<mesh::NodeId, mesh::Clock::time_point> refused_gone;
     // A member refused the active plan (it had seen a higher epoch, or another coordinator):
     // propose again, above every epoch seen, even if the stages are the same.
     bool force_propose = false;
@@ -207,6 +218,11 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     std::size_t nodes_known_only_by_hearsay() const;
     // True if a "no fit" is held back, for now, as this node's view of the mesh is partial.
     bool hold_partial_no_fit(mesh::Clock::time_point now);
+    // A node of `refused_gone` that may still come back, if any (older entries are dropped).
+    std::optional<mesh::NodeId> may_come_back(mesh::Clock::time_point now);
+    // True if a "no fit" is held back, for now, as a node just taken as gone may come back;
+    // `stop_pipeline`: that node's stage is gone, so the active pipeline stops either way.
+    bool hold_no_fit_for_comeback(mesh::Clock::time_point now, bool stop_pipeline);
     void run_actions(std::vector<mesh::AgreementAction> actions);
     void activate(const mesh::PlanPropose& plan);
     // `restarted`: a new run of it has already linked (peer_restarted), so a plan is coming.

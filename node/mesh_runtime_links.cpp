@@ -16,6 +16,9 @@ constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 // A higher id waits this long for the lower id to dial it before dialling itself, so that two
 // nodes that learn of each other at once rarely both dial.
 constexpr auto kDialGrace = std::chrono::milliseconds(1500);
+// Dials back to where a dropped link was, to tell a dead process from a broken link.
+constexpr int kGoneChecks = 3;
+constexpr auto kGoneCheckInterval = std::chrono::milliseconds(50);
 
 void detached_task(std::exception_ptr) {}
 
@@ -81,13 +84,22 @@ void MeshRuntime::Impl::dial_due(Clock::time_point now) {
     for (const mesh::PeerInfo& peer : directory.peer_list({}).peers) {
         if (peer.id == key.id() || peer.addresses.empty() || linked(peer.id)) continue;
         auto [seen, inserted] = first_seen.try_emplace(peer.id, now);
-        if (!(key.id() < peer.id) && now - seen->second < kDialGrace) continue;
         DialState& d = peer_dials[peer.id];
+        // (A check whether a dropped link's peer is gone is not a race to link first.)
+        if (!d.gone_if_refused && !(key.id() < peer.id) && now - seen->second < kDialGrace) {
+            continue;
+        }
         if (!due(d)) continue;
         d.in_flight = true;
-        const mesh::PeerAddress& address = peer.addresses[d.attempts % peer.addresses.size()];
-        ++d.attempts;
-        d.round_ends = d.attempts % peer.addresses.size() == 0;
+        mesh::PeerAddress address;
+        if (d.gone_if_refused) {
+            address = *d.gone_if_refused;  // where its link was: is anyone still there?
+            d.round_ends = false;          // if so, the other addresses follow at once
+        } else {
+            address = peer.addresses[d.attempts % peer.addresses.size()];
+            ++d.attempts;
+            d.round_ends = d.attempts % peer.addresses.size() == 0;
+        }
         asio::co_spawn(io,
                        dial(std::make_shared<mesh::PeerAddress>(address),
                             std::make_shared<std::optional<mesh::NodeId>>(peer.id)),
@@ -107,12 +119,25 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
     }
     DialState& d = expected->has_value() ? peer_dials[**expected] : seed_dials[*address];
     d.in_flight = false;
+    bool gone = false;
+    bool check_again = false;
+    if (expected->has_value() && d.gone_if_refused == target) {
+        gone = !link && link.error().code == mesh::errc::refused && !linked(**expected) &&
+               membership.find(**expected) != nullptr;
+        // A process being killed may still accept a connection for a moment (its listening
+        // socket closes after its links): anything but refused or a timeout is asked again.
+        check_again =
+            !link && !gone && link.error().code != mesh::errc::timeout && --d.gone_checks_left > 0;
+        if (!check_again) d.gone_if_refused.reset();
+    }
     if (!link) {
         // A peer's addresses are tried one after another, and the backoff grows per round over
         // all of them: ports of its earlier runs (gossip still names them) cost a refused
         // connect each, not a backoff step each.
         const bool next_address = expected->has_value() && !d.round_ends;
-        if (next_address) {
+        if (check_again) {
+            d.next_attempt = Clock::now() + kGoneCheckInterval;
+        } else if (next_address) {
             d.next_attempt = Clock::now();
         } else {
             d.backoff = next_backoff(d.backoff, options);
@@ -128,7 +153,13 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
             logger->debug("mesh: cannot reach {}{}: {}", who, address->to_string(),
                           link.error().message);
         }
-        if (next_address) dial_due(Clock::now());
+        if (gone) {
+            logger->info("member {}: its link dropped and {} refuses connections: taken as gone",
+                         (*expected)->short_string(), target.to_string());
+            refused_gone[**expected] = Clock::now();
+            on_member_events(membership.on_left(**expected));
+        }
+        if (next_address && !check_again) dial_due(Clock::now());
         co_return;
     }
     d.backoff = std::chrono::milliseconds(0);
@@ -189,24 +220,26 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     }
     auto slot = std::make_shared<LinkSlot>(link, outbound, io.get_executor());
     slot->queue = std::move(unsent);
+    const mesh::LinkPeer& info = link->peer();
+    // Where the peer listens: the address we dialled, or its host with the port from its Hello.
+    if (outbound && dialled) {
+        slot->listens_at = *dialled;
+    } else if (info.hello.listen_port != 0 && !info.remote_host.empty()) {
+        slot->listens_at = mesh::PeerAddress{info.remote_host, info.hello.listen_port};
+    }
     links[peer] = slot;
     if (relinked) peer_relinked(peer);
     // Frames sent now (an origin resuming its requests) go out on the new link.
     if (host != nullptr) host->on_link_up(peer);
-    const mesh::LinkPeer& info = link->peer();
     logger->info("mesh link up with {} ({} {})", peer.short_string(),
                  outbound ? "dialled" : "accepted from",
                  outbound && dialled ? dialled->to_string() : info.remote_host);
     const auto now = Clock::now();
-    // Where the peer listens: the address we dialled, or its host with the port from its Hello.
-    if (outbound && dialled) {
-        on_discovery(directory.on_linked(peer, *dialled, now));
-    } else if (info.hello.listen_port != 0 && !info.remote_host.empty()) {
-        on_discovery(directory.on_linked(peer, {info.remote_host, info.hello.listen_port}, now));
-    }
+    if (slot->listens_at) on_discovery(directory.on_linked(peer, *slot->listens_at, now));
     // A redial after this link drops starts at the address it linked at (first in the directory).
     peer_dials[peer].backoff = std::chrono::milliseconds(0);
     peer_dials[peer].attempts = 0;
+    peer_dials[peer].gone_if_refused.reset();
     if (auto held = held_outgoing.find(peer); held != held_outgoing.end()) {
         expire_held_outgoing(Clock::now());
         if (auto again = held_outgoing.find(peer); again != held_outgoing.end()) {
@@ -295,13 +328,20 @@ void MeshRuntime::Impl::link_closed(const std::shared_ptr<LinkSlot>& slot) {
     logger->info("mesh link down with {}: {}", peer.short_string(), reason);
     slot->link->close("link down");
     if (host != nullptr) host->on_link_down(peer);
-    // A goodbye removes the member at once; a silent loss waits for membership's timeouts
-    // (redialling meanwhile).
-    if (reason.find("peer said bye: leaving") != std::string::npos) {
-        on_member_events(membership.on_left(peer));
-    }
+    // A goodbye removes the member at once. Any other loss is either a broken link or a process
+    // that died (a crash, kill -9) on a host that is up: dialled back at once where it listened,
+    // such a host refuses the connection, and the member is taken as gone then (see dial);
+    // otherwise membership's timeouts decide, redialling meanwhile.
     DialState& d = peer_dials[peer];
     d.next_attempt = Clock::now() + options.redial_min;
+    if (reason.find("peer said bye: leaving") != std::string::npos) {
+        on_member_events(membership.on_left(peer));
+    } else if (slot->listens_at && membership.find(peer) != nullptr) {
+        d.gone_if_refused = slot->listens_at;
+        d.gone_checks_left = kGoneChecks;
+        d.next_attempt = Clock::now();
+        dial_due(Clock::now());
+    }
 }
 
 void MeshRuntime::Impl::send_now(const mesh::NodeId& to, mesh::Message message) {

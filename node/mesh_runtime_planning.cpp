@@ -112,6 +112,29 @@ bool MeshRuntime::Impl::hold_partial_no_fit(Clock::time_point now) {
     return true;
 }
 
+std::optional<mesh::NodeId> MeshRuntime::Impl::may_come_back(Clock::time_point now) {
+    std::erase_if(refused_gone, [&](const auto& entry) {
+        return now - entry.second >= options.membership.suspect_after ||
+               membership.find(entry.first) != nullptr;  // back already
+    });
+    if (refused_gone.empty()) return std::nullopt;
+    return refused_gone.begin()->first;
+}
+
+bool MeshRuntime::Impl::hold_no_fit_for_comeback(Clock::time_point now, bool stop_pipeline) {
+    const auto gone = may_come_back(now);
+    if (!gone) return false;
+    const std::string why = "re-planning: node " + gone->short_string() +
+                            " is gone and the others cannot hold the model; waiting for it to "
+                            "come back";
+    if (stop_pipeline || ((!agreement.active() || !active_built) && unavailable != why)) {
+        set_unavailable(why, /*plan_expected=*/true);
+    }
+    mark_plan_dirty("waiting for " + gone->short_string());
+    plan_not_before = now + options.plan_debounce;
+    return true;
+}
+
 void MeshRuntime::Impl::set_unavailable(std::string why, bool plan_expected) {
     unavailable = why;
     if (host != nullptr) host->deactivate(std::move(why), plan_expected);
@@ -182,7 +205,7 @@ void MeshRuntime::Impl::plan_if_due(Clock::time_point now) {
     first_plan_done = true;
 
     auto plan = compute_plan();
-    if (!plan && hold_partial_no_fit(now)) return;
+    if (!plan && (hold_partial_no_fit(now) || hold_no_fit_for_comeback(now, false))) return;
     if (partial_view_since) {
         partial_view_since.reset();
         // Linked to the rest now: the plan it finds comes from the coordinator.
@@ -344,6 +367,7 @@ void MeshRuntime::Impl::stage_node_gone(const mesh::NodeId& id, bool restarted) 
             // function of what we know: ask it now rather than after the planning debounce.
             if (!no_fit) {
                 if (auto plan = compute_plan(); !plan) {
+                    if (hold_no_fit_for_comeback(Clock::now(), /*stop_pipeline=*/true)) return;
                     no_fit = "the mesh cannot hold the model: " + plan.error().message;
                     logger->warn("no plan: {}", *no_fit);
                 }

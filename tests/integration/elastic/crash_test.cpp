@@ -3,6 +3,7 @@
 // survivors and resumes both requests; each client receives the full text of an uninterrupted
 // run. Four nodes of 2.6 MB: three stages plus one spare, so the survivors can hold the model.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "tests/integration/elastic/disruption.hpp"
 
@@ -135,14 +136,20 @@ TEST_F(ElasticCrash, KillCoordinatorWhileItHoldsAStage) {
     report_recovery("crash.coordinator", r);
 }
 
-// A stage node killed and started again with the same identity before the mesh notices that it
-// died, as a process manager restarts a crashed node within a second (well inside
-// --suspect-after). The new run has none of the old one's state: no stage loaded, no KV of the
-// requests in flight. Its Hello says it is a new run, so the others treat the old run as gone
-// at once and re-plan with the new one, and both streams resume. Three nodes that the model
-// needs all of: there is no other node to move the stage to.
-TEST_F(ElasticCrash, StageRestartedBeforeItsDeathIsNoticed) {
-    ElasticMesh mesh(elastic_spec("kback"));
+// How the old run of a stage node goes away before its new run starts.
+enum class OldRun {
+    kKilled,  // SIGKILL: its sockets close, and its port refuses connections
+    kFrozen,  // SIGSTOP, killed only after the new run is up: the others see nothing until then
+};
+
+// A stage node whose process goes away and is started again with the same identity at once,
+// as a process manager restarts a crashed (or hung) node within a second. The new run has none
+// of the old one's state: no stage loaded, no KV of the requests in flight. Three nodes that
+// the model needs all of: there is no other node to move the stage to, so the others must wait
+// for the new run rather than answer "no fit", and both streams resume on the plan with it.
+// `seen`: what each of the others may log about the old run (one of them).
+void restart_a_stage_at_once(ElasticMesh& mesh, OldRun how, const std::vector<std::string>& seen,
+                             const Reference& ref) {
     ASSERT_EQ(mesh.start(std::vector<std::string>(3, kThreeStageMemory), 3), "");
     // Not the coordinator: a restarted coordinator proposes a plan of its own at once.
     NodeProcess* victim = nullptr;
@@ -158,17 +165,30 @@ TEST_F(ElasticCrash, StageRestartedBeforeItsDeathIsNoticed) {
     NodeProcess* back = nullptr;
     SteadyClock::time_point back_at;
     auto r = run_disruption(*victim, Disrupt::kCustom, *entries[0], *entries[1], [&] {
-        victim->kill_now();
+        if (how == OldRun::kKilled) {
+            victim->kill_now();
+        } else {
+            ::kill(victim->pid(), SIGSTOP);
+            mesh.set_reachable(victim, false);  // the new run joins through another node
+        }
         back = mesh.add_node(kThreeStageMemory, 3, home);
         back_at = SteadyClock::now();
+        if (how == OldRun::kFrozen) {
+            // Gone for good only once the others have met the new run.
+            for (NodeProcess* n : entries) {
+                n->wait_for_log(home.id.substr(0, 8) + " restarted", Millis(kDeadAfterMs));
+            }
+            victim->kill_now();
+        }
     });
     ASSERT_NE(back, nullptr) << mesh.error();
     const auto down_ms = std::chrono::duration_cast<Millis>(back_at - r.fired_at).count();
-    report_figure("crash.restarted.kill_to_ready_ms", std::to_string(down_ms) + " ms");
+    const std::string name = how == OldRun::kKilled ? "killed" : "frozen";
+    report_figure("crash.restarted_" + name + ".to_ready_ms", std::to_string(down_ms) + " ms");
     // Usually well inside the suspect time; a loaded machine may take longer, which still tests
     // the restart as long as the old run was not declared dead first.
     ASSERT_LT(down_ms, kDeadAfterMs) << "the node took too long to start again for this test";
-    expect_both_streams_complete(r, *ref_, "tail stage restarted", mesh.logs());
+    expect_both_streams_complete(r, ref, "tail stage restarted (" + name + ")", mesh.logs());
     // A newer plan that has the restarted node (same id) in it.
     ASSERT_EQ(mesh.wait_plan(3, 3,
                              [&](const nlohmann::json& v) {
@@ -180,15 +200,36 @@ TEST_F(ElasticCrash, StageRestartedBeforeItsDeathIsNoticed) {
                              }),
               "");
     for (NodeProcess* n : entries) {
-        EXPECT_NE(n->logs(1 << 20).find(home.id.substr(0, 8) + " restarted"), std::string::npos)
-            << n->name() << " did not see the restart:\n"
+        const std::string logs = n->logs(1 << 20);
+        EXPECT_TRUE(std::any_of(seen.begin(), seen.end(),
+                                [&](const std::string& what) {
+                                    return logs.find(home.id.substr(0, 8) + what) !=
+                                           std::string::npos;
+                                }))
+            << n->name() << " did not log how the old run went:\n"
             << mesh.logs();
     }
-    report_recovery("crash.restarted", r);
+    report_recovery("crash.restarted_" + name, r);
     EXPECT_EQ(
         completion_text(
             back->post("/v1/completions", completion_body(demo_chat_prompt(kShortUsers[0]), 32))),
         cached_reference(demo_model_dir(), demo_chat_prompt(kShortUsers[0]), 32, kDemoVocab).text);
+}
+
+// Killed: the others find its port refusing connections and take it as gone at once; as they
+// cannot hold the model without it, they wait for it to come back (up to the suspect time)
+// instead of answering "no fit", and the new run joins. (Where the new run links before that
+// dial is answered, its Hello tells the restart, as below.)
+TEST_F(ElasticCrash, StageKilledAndRestartedAtOnceIsWaitedFor) {
+    ElasticMesh mesh(elastic_spec("kback"));
+    restart_a_stage_at_once(mesh, OldRun::kKilled, {": its link dropped", " restarted"}, *ref_);
+}
+
+// Frozen, then replaced: the new run links before anything shows the old one's death, and its
+// Hello says it is a new run, so the others treat the old run as gone at once.
+TEST_F(ElasticCrash, StageRestartedBeforeItsDeathIsNoticed) {
+    ElasticMesh mesh(elastic_spec("kfroz"));
+    restart_a_stage_at_once(mesh, OldRun::kFrozen, {" restarted"}, *ref_);
 }
 
 // Requests that arrive after a stage died, while the survivors re-plan (issue 7: the mesh holds

@@ -396,7 +396,7 @@ TEST(TcpLink, ConnectFailuresAreErrorsNotHangs) {
             auto refused = co_await async_connect_link(closed_port, a, mesh, cfg);
             EXPECT_FALSE(refused);
             if (!refused) {
-                EXPECT_EQ(refused.error().code, errc::io_error);
+                EXPECT_EQ(refused.error().code, errc::refused);
             }
             const PeerAddress nowhere{"no-such-host.invalid", 8178};
             auto unresolvable = co_await async_connect_link(nowhere, a, mesh, cfg);

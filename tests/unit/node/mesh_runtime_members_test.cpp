@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <boost/asio/ip/tcp.hpp>
 #include <random>
 
 #include "mesh/tcp_transport.hpp"
@@ -236,6 +237,76 @@ TEST(MeshRuntimeMembers, AStageNodeThatLeavesDuringAProposalIsPlannedAroundAtOnc
     })) << a.runtime.status().dump(1);
     slow.reset();
     c.runtime.stop();
+    a.runtime.stop();
+}
+
+// A port nothing listens on: bound, then closed.
+std::uint16_t closed_port() {
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+    return acceptor.local_endpoint().port();
+}
+
+// A hand-driven peer that says it listens at `listen_port`, reports its capacity to `a`, and
+// then drops its link without a Bye (its io_context goes away: the socket closes under it).
+void link_then_vanish(TestNode& a, const mesh::MeshCredentials& mesh, const mesh::NodeKey& peer,
+                      std::uint16_t listen_port) {
+    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+        mesh::LinkConfig config;
+        config.keepalive_interval = 100ms;
+        config.listen_port = listen_port;
+        const mesh::PeerAddress where = a.address();
+        auto link = co_await mesh::async_connect_link(where, peer, mesh, config);
+        EXPECT_TRUE(link) << link.error().what();
+        if (!link) co_return;
+        const mesh::Message capacity =
+            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+        co_await (*link)->async_send(capacity);
+        for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
+            co_await pause(io, 20ms);
+        }
+        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
+    });
+}
+
+// Membership's timeouts here: 5 s to suspect, 30 s to dead. Only the refused dial can remove
+// the member within seconds.
+MeshRuntimeOptions slow_to_suspect() {
+    MeshRuntimeOptions o = fast_options(64'000'000);
+    o.membership.suspect_after = 5s;
+    o.membership.dead_after = 30s;
+    return o;
+}
+
+// A crash or kill -9 on a host that stays up: the link drops without a Bye, and the port the
+// peer listened at refuses connections. Taken as gone at once rather than after the suspect
+// and dead times (soak: 1.6 s from a kill -9 to the plan without the node, at a 0.5 s suspect
+// time; 2.5 s more by default).
+TEST(MeshRuntimeMembers, AMemberWhoseLinkDropsAndWhosePortRefusesIsGoneAtOnce) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode a(mesh, slow_to_suspect());
+    ASSERT_TRUE(a.runtime.start(a.host));
+    const mesh::NodeKey peer = mesh::NodeKey::generate();
+    link_then_vanish(a, mesh, peer, closed_port());
+    ASSERT_TRUE(wait_until([&] { return !has_node(a.runtime, peer.id()); }, 3s))
+        << a.runtime.status().dump(1);
+    const auto gone = a.host.gone();
+    EXPECT_NE(std::find(gone.begin(), gone.end(), peer.id()), gone.end());
+    a.runtime.stop();
+}
+
+// The same drop where something still listens (the link broke, the process lives, or it hangs
+// with its socket open): no verdict from the dial, the member stays until its timeouts.
+TEST(MeshRuntimeMembers, AMemberWhosePortStillAnswersIsLeftToItsTimeouts) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode a(mesh, slow_to_suspect());
+    ASSERT_TRUE(a.runtime.start(a.host));
+    asio::io_context io;
+    asio::ip::tcp::acceptor still_listening(io, {asio::ip::make_address("127.0.0.1"), 0});
+    const mesh::NodeKey peer = mesh::NodeKey::generate();
+    link_then_vanish(a, mesh, peer, still_listening.local_endpoint().port());
+    std::this_thread::sleep_for(2s);
+    EXPECT_TRUE(has_node(a.runtime, peer.id())) << a.runtime.status().dump(1);
     a.runtime.stop();
 }
 
