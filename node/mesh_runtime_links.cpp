@@ -157,7 +157,10 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
             logger->info("member {}: its link dropped and {} refuses connections: taken as gone",
                          (*expected)->short_string(), target.to_string());
             refused_gone[**expected] = Clock::now();
+            // Dialled again (a restart) after the usual pause, not at once.
+            d.next_attempt = Clock::now() + options.redial_min;
             on_member_events(membership.on_left(**expected));
+            co_return;
         }
         if (next_address && !check_again) dial_due(Clock::now());
         co_return;
