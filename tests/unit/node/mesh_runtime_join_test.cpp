@@ -6,9 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/ip/tcp.hpp>
-
-#include "mesh/tcp_transport.hpp"
 #include "tests/unit/node/mesh_runtime_test_util.hpp"
 
 namespace brigade::node::test {
@@ -53,23 +50,23 @@ MeshRuntimeOptions joining_node_options(std::chrono::milliseconds partial_view_l
     return o;
 }
 
-TEST(MeshRuntimeJoin, AStartingNodeWaitsForTheNodesItsMembersLinkToBeforeFindingNoFit) {
+// Starts a joiner (that gives up waiting after `partial_view_limit`) and links a hand-driven
+// member to it that reports a link to a node the joiner has none with; once the joiner holds
+// its "no fit" back, `then` goes on with the member's link and its report.
+using AfterHold = std::function<asio::awaitable<void>(
+    asio::io_context&, TestNode& joiner, mesh::Link& link, mesh::CapacityReport& report)>;
+void hold_a_joiner_back(std::chrono::milliseconds partial_view_limit, const AfterHold& then) {
     const auto mesh = mesh::MeshCredentials::generate();
-    TestNode joiner(mesh, joining_node_options(60s));
+    TestNode joiner(mesh, joining_node_options(partial_view_limit));
     ASSERT_TRUE(joiner.runtime.start(joiner.host));
     const mesh::NodeKey member = mesh::NodeKey::generate();
     const mesh::NodeId unseen = mesh::NodeKey::generate().id();
     run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-        mesh::LinkConfig config;
-        config.keepalive_interval = 100ms;
-        const mesh::PeerAddress where = joiner.address();
-        auto link = co_await mesh::async_connect_link(where, member, mesh, config);
-        EXPECT_TRUE(link) << link.error().what();
+        const std::shared_ptr<mesh::Link> link = co_await hand_link(joiner, member, mesh, 0);
         if (!link) co_return;
         mesh::CapacityReport report = report_linked_to(member, unseen);
         const mesh::Message linked_to_unseen = report;
-        co_await (*link)->async_send(linked_to_unseen);
-
+        co_await link->async_send(linked_to_unseen);
         // Past the settle limit the joiner plans, finds no fit over the two nodes it knows,
         // and holds that back: requests wait as while the mesh forms, and it is not ready.
         const bool holding = co_await eventually(
@@ -79,54 +76,40 @@ TEST(MeshRuntimeJoin, AStartingNodeWaitsForTheNodesItsMembersLinkToBeforeFinding
         EXPECT_FALSE(joiner.runtime.settled());
         EXPECT_TRUE(contains(joiner.runtime.status()["unavailable"].get<std::string>(),
                              "linking to 1 more node"));
-
-        // The member's next report names no other node: the view is whole, and "no fit" is
-        // the answer at once (long before the 60 s limit).
-        report.links.clear();
-        const mesh::Message linked_to_none = report;
-        co_await (*link)->async_send(linked_to_none);
-        const bool settled = co_await eventually(io, [&] { return joiner.runtime.settled(); });
-        EXPECT_TRUE(settled);
+        co_await then(io, joiner, *link, report);
+        // Either way it ends with the answer over the nodes it has.
         EXPECT_TRUE(contains(joiner.host.why(), "cannot hold the model")) << joiner.host.why();
         EXPECT_FALSE(joiner.host.plan_expected());
-        (*link)->close("done");
+        link->close("done");
     });
     joiner.runtime.stop();
+}
+
+TEST(MeshRuntimeJoin, AStartingNodeWaitsForTheNodesItsMembersLinkToBeforeFindingNoFit) {
+    hold_a_joiner_back(60s,
+                       [](asio::io_context& io, TestNode& joiner, mesh::Link& link,
+                          mesh::CapacityReport& report) -> asio::awaitable<void> {
+                           // The member's next report names no other node: the view is whole, and
+                           // "no fit" is the answer at once (long before the 60 s limit).
+                           report.links.clear();
+                           const mesh::Message linked_to_none = report;
+                           co_await link.async_send(linked_to_none);
+                           const bool settled =
+                               co_await eventually(io, [&] { return joiner.runtime.settled(); });
+                           EXPECT_TRUE(settled);
+                       });
 }
 
 TEST(MeshRuntimeJoin, ANodeItCannotLinkToIsPlannedWithoutAfterTheLimit) {
-    const auto mesh = mesh::MeshCredentials::generate();
-    TestNode joiner(mesh, joining_node_options(1500ms));
-    ASSERT_TRUE(joiner.runtime.start(joiner.host));
-    const mesh::NodeKey member = mesh::NodeKey::generate();
-    const mesh::NodeId unseen = mesh::NodeKey::generate().id();
-    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-        mesh::LinkConfig config;
-        config.keepalive_interval = 100ms;
-        const mesh::PeerAddress where = joiner.address();
-        auto link = co_await mesh::async_connect_link(where, member, mesh, config);
-        EXPECT_TRUE(link) << link.error().what();
-        if (!link) co_return;
-        const mesh::Message linked_to_unseen = report_linked_to(member, unseen);
-        co_await (*link)->async_send(linked_to_unseen);
-        const bool holding = co_await eventually(
-            io, [&] { return contains(joiner.host.why(), "linking to 1 more node"); });
-        EXPECT_TRUE(holding) << joiner.host.why();
-        // The unseen node never links: after the limit the joiner answers with what it has.
-        const bool settled = co_await eventually(io, [&] { return joiner.runtime.settled(); });
-        EXPECT_TRUE(settled);
-        EXPECT_TRUE(contains(joiner.host.why(), "cannot hold the model")) << joiner.host.why();
-        EXPECT_FALSE(joiner.host.plan_expected());
-        (*link)->close("done");
-    });
-    joiner.runtime.stop();
-}
-
-// A port nothing listens on: bound, then closed.
-std::uint16_t closed_port() {
-    asio::io_context io;
-    asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-    return acceptor.local_endpoint().port();
+    hold_a_joiner_back(1500ms,
+                       [](asio::io_context& io, TestNode& joiner, mesh::Link&,
+                          mesh::CapacityReport&) -> asio::awaitable<void> {
+                           // The unseen node never links: after the limit the joiner answers with
+                           // what it has.
+                           const bool settled =
+                               co_await eventually(io, [&] { return joiner.runtime.settled(); });
+                           EXPECT_TRUE(settled);
+                       });
 }
 
 TEST(MeshRuntimeJoin, APeerIsReachedPastThePortsOfItsEarlierRuns) {
@@ -141,18 +124,14 @@ TEST(MeshRuntimeJoin, APeerIsReachedPastThePortsOfItsEarlierRuns) {
     ASSERT_TRUE(dialler.runtime.start(dialler.host));
     const mesh::NodeKey gossiper = mesh::NodeKey::generate();
     run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-        mesh::LinkConfig config;
-        config.keepalive_interval = 100ms;
-        const mesh::PeerAddress where = dialler.address();
-        auto link = co_await mesh::async_connect_link(where, gossiper, mesh, config);
-        EXPECT_TRUE(link) << link.error().what();
+        const std::shared_ptr<mesh::Link> link = co_await hand_link(dialler, gossiper, mesh, 0);
         if (!link) co_return;
         // What a third node may know of a node that restarted: its earlier runs' ports first.
         mesh::PeerInfo entry{restarted.runtime.self(), {}};
         for (int i = 0; i < 5; ++i) entry.addresses.push_back({"127.0.0.1", closed_port()});
         entry.addresses.push_back(restarted.address());
         const mesh::Message gossip = mesh::PeerList{{entry}};
-        co_await (*link)->async_send(gossip);
+        co_await link->async_send(gossip);
         // The dial grace (1.5 s, should the dialler have the higher id), then one refused
         // connect per stale port.
         const bool linked = co_await eventually(
@@ -166,7 +145,7 @@ TEST(MeshRuntimeJoin, APeerIsReachedPastThePortsOfItsEarlierRuns) {
             },
             6s);
         EXPECT_TRUE(linked) << dialler.runtime.status().dump(1);
-        (*link)->close("done");
+        link->close("done");
     });
     dialler.runtime.stop();
     restarted.runtime.stop();

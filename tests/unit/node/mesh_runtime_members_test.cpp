@@ -5,10 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <boost/asio/ip/tcp.hpp>
 #include <random>
 
-#include "mesh/tcp_transport.hpp"
 #include "tests/unit/node/mesh_runtime_test_util.hpp"
 
 namespace brigade::node::test {
@@ -25,29 +23,31 @@ bool has_node(MeshRuntime& r, const mesh::NodeId& id, const char* state = nullpt
     return false;
 }
 
+// A hand-driven peer that says it listens at `listen_port` reports its capacity to `a`, then
+// drops its link: its io_context goes away, and the link's teardown says Bye "link released"
+// (not "leaving", so it counts as a crash).
+void link_then_vanish(TestNode& a, const mesh::MeshCredentials& mesh, const mesh::NodeKey& peer,
+                      std::uint16_t listen_port) {
+    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+        const std::shared_ptr<mesh::Link> link = co_await hand_link(a, peer, mesh, listen_port);
+        if (!link) co_return;
+        const mesh::Message capacity =
+            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+        co_await link->async_send(capacity);
+        for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
+            co_await pause(io, 20ms);
+        }
+        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
+    });
+}
+
+// A peer whose link drops and whose port is unknown (none in its Hello): only the timeouts tell.
 TEST(MeshRuntimeMembers, ASilentPeerIsSuspectThenDead) {
     const auto mesh = mesh::MeshCredentials::generate();
     TestNode a(mesh, fast_options(64'000'000));
     ASSERT_TRUE(a.runtime.start(a.host));
     const mesh::NodeKey peer = mesh::NodeKey::generate();
-    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-        mesh::LinkConfig config;
-        config.keepalive_interval = 100ms;
-        const mesh::PeerAddress where = a.address();
-        auto link = co_await mesh::async_connect_link(where, peer, mesh, config);
-        EXPECT_TRUE(link) << link.error().what();
-        if (!link) co_return;
-        const mesh::Message capacity =
-            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
-        co_await (*link)->async_send(capacity);
-        for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
-            co_await pause(io, 20ms);
-        }
-        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
-        // Like a process that froze: the socket stays open but nothing more comes.
-        co_await pause(io, 10ms);
-        (*link)->close("vanishing");  // a Bye that is not "leaving": counts as a crash
-    });
+    link_then_vanish(a, mesh, peer, /*listen_port=*/0);
     ASSERT_TRUE(wait_until([&] { return has_node(a.runtime, peer.id(), "suspect"); }, 3s))
         << a.runtime.status().dump(1);
     ASSERT_TRUE(wait_until([&] { return !has_node(a.runtime, peer.id()); }, 4s));
@@ -238,35 +238,6 @@ TEST(MeshRuntimeMembers, AStageNodeThatLeavesDuringAProposalIsPlannedAroundAtOnc
     slow.reset();
     c.runtime.stop();
     a.runtime.stop();
-}
-
-// A port nothing listens on: bound, then closed.
-std::uint16_t closed_port() {
-    asio::io_context io;
-    asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-    return acceptor.local_endpoint().port();
-}
-
-// A hand-driven peer that says it listens at `listen_port`, reports its capacity to `a`, and
-// then drops its link without a Bye (its io_context goes away: the socket closes under it).
-void link_then_vanish(TestNode& a, const mesh::MeshCredentials& mesh, const mesh::NodeKey& peer,
-                      std::uint16_t listen_port) {
-    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-        mesh::LinkConfig config;
-        config.keepalive_interval = 100ms;
-        config.listen_port = listen_port;
-        const mesh::PeerAddress where = a.address();
-        auto link = co_await mesh::async_connect_link(where, peer, mesh, config);
-        EXPECT_TRUE(link) << link.error().what();
-        if (!link) co_return;
-        const mesh::Message capacity =
-            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
-        co_await (*link)->async_send(capacity);
-        for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
-            co_await pause(io, 20ms);
-        }
-        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
-    });
 }
 
 // Membership's timeouts here: 5 s to suspect, 30 s to dead. Only the refused dial can remove

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "mesh/tcp_transport.hpp"
 #include "node/logging.hpp"
 #include "node/mesh_runtime.hpp"
 
@@ -200,6 +202,30 @@ inline boost::asio::awaitable<void> pause(boost::asio::io_context& io,
                                           std::chrono::milliseconds d) {
     boost::asio::steady_timer t(io, d);
     co_await t.async_wait(boost::asio::use_awaitable);
+}
+
+// A hand-driven link to `to` as node `as` (keepalives every 100 ms, `listen_port` in its
+// Hello), or null after a test failure.
+inline boost::asio::awaitable<std::shared_ptr<mesh::Link>> hand_link(
+    const TestNode& to, const mesh::NodeKey& as, const mesh::MeshCredentials& mesh,
+    std::uint16_t listen_port) {
+    mesh::LinkConfig config;
+    config.keepalive_interval = 100ms;
+    config.listen_port = listen_port;
+    const mesh::PeerAddress where = to.address();
+    auto link = co_await mesh::async_connect_link(where, as, mesh, config);
+    if (!link) {
+        ADD_FAILURE() << link.error().what();
+        co_return nullptr;
+    }
+    co_return *link;
+}
+
+// A loopback port nothing listens on: bound, then closed.
+inline std::uint16_t closed_port() {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    return acceptor.local_endpoint().port();
 }
 
 }  // namespace brigade::node::test
