@@ -255,6 +255,12 @@ public:
     const LinkPeer& peer() const { return peer_; }
     std::optional<std::chrono::microseconds> rtt() const { return rtt_.estimate(); }
     std::string close_reason() const { return close_error_ ? close_error_->what() : std::string(); }
+    SteadyClock::time_point last_received() {
+        // Bytes waiting in the kernel count: our reader may be the one that is late.
+        boost::system::error_code ec;
+        if (!closed_ && socket_.available(ec) > 0 && !ec) last_received_ = SteadyClock::now();
+        return last_received_;
+    }
 
 private:
     Error close_error() const {
@@ -464,6 +470,9 @@ public:
     const LinkPeer& peer() const override { return core_->peer(); }
     std::optional<std::chrono::microseconds> rtt() const override { return core_->rtt(); }
     std::string close_reason() const override { return core_->close_reason(); }
+    std::chrono::steady_clock::time_point last_received() override {
+        return core_->last_received();
+    }
 
 private:
     std::shared_ptr<TcpLinkCore> core_;

@@ -75,6 +75,9 @@ public:
     virtual std::optional<std::chrono::microseconds> rtt() const = 0;
     // Why the link closed (empty while open).
     virtual std::string close_reason() const = 0;
+    // When bytes from the peer last arrived (keepalives included, and bytes not read yet): the
+    // peer was alive then. Not const: it may look at the socket.
+    virtual std::chrono::steady_clock::time_point last_received() = 0;
 };
 
 }  // namespace brigade::mesh

@@ -31,10 +31,13 @@ void MeshRuntime::Impl::on_discovery(const std::vector<mesh::DiscoveryEvent>& ev
 }
 
 void MeshRuntime::Impl::refresh_membership(Clock::time_point now) {
-    // A link's keepalives are handled inside the link; an open link therefore proves its peer
-    // alive within the link's idle timeout.
+    // A link's keepalives are handled inside the link: its peer was alive when bytes last came
+    // (not "now": a peer that hangs with its link open would otherwise be suspected only after
+    // the link's idle timeout plus the suspect time).
     for (const auto& [id, slot] : links) {
-        if (slot->link->is_open()) on_member_events(membership.on_heard(id, now));
+        if (slot->link->is_open()) {
+            on_member_events(membership.on_heard(id, std::min(now, slot->link->last_received())));
+        }
     }
     on_member_events(membership.tick(now));
 }

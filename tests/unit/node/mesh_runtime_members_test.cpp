@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <boost/asio/detached.hpp>
 #include <random>
 
 #include "tests/unit/node/mesh_runtime_test_util.hpp"
@@ -278,6 +279,46 @@ TEST(MeshRuntimeMembers, AMemberWhosePortStillAnswersIsLeftToItsTimeouts) {
     link_then_vanish(a, mesh, peer, still_listening.local_endpoint().port());
     std::this_thread::sleep_for(2s);
     EXPECT_TRUE(has_node(a.runtime, peer.id())) << a.runtime.status().dump(1);
+    a.runtime.stop();
+}
+
+// A peer that hangs with its link open: no bytes come, the socket stays. It is suspect once it
+// has been silent for the suspect time, not only that long after its link timed out (the link's
+// idle timeout is the suspect time too: counted from the link's closing, the two added up).
+TEST(MeshRuntimeMembers, AHungPeerIsSuspectOnceSilentForTheSuspectTime) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    MeshRuntimeOptions o = fast_options(64'000'000);
+    o.membership.suspect_after = 3s;
+    o.membership.dead_after = 30s;
+    TestNode a(mesh, o);
+    ASSERT_TRUE(a.runtime.start(a.host));
+    const mesh::NodeKey peer = mesh::NodeKey::generate();
+    asio::io_context io;
+    std::shared_ptr<mesh::Link> link;
+    bool reported = false;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            link = co_await hand_link(a, peer, mesh, 0);
+            if (!link) co_return;
+            const mesh::Message capacity =
+                mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+            co_await link->async_send(capacity);
+            reported = true;
+        },
+        asio::detached);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!(reported && has_node(a.runtime, peer.id(), "alive")) &&
+           std::chrono::steady_clock::now() < deadline) {
+        io.run_for(20ms);
+    }
+    ASSERT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
+    // The hang: nothing runs the peer's io_context from now on.
+    const auto hung_at = std::chrono::steady_clock::now();
+    ASSERT_TRUE(wait_until([&] { return has_node(a.runtime, peer.id(), "suspect"); }, 10s));
+    const auto suspect_after = std::chrono::steady_clock::now() - hung_at;
+    // 3 s of silence (plus a tick); counted from the link's idle timeout it would be 6 s.
+    EXPECT_LT(suspect_after, 4500ms);
     a.runtime.stop();
 }
 
