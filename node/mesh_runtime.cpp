@@ -122,14 +122,18 @@ void MeshRuntime::Impl::log(mesh::LogLevel level, std::string_view line) const {
     }
 }
 
+std::chrono::milliseconds MeshRuntime::Impl::link_idle_timeout() const {
+    // A silent link is closed once its peer would be suspect (membership counts the silence
+    // from the last bytes: see refresh_membership), but not before 3 keepalives were missed.
+    return std::max(options.membership.suspect_after, 3 * options.keepalive_interval);
+}
+
 mesh::LinkConfig MeshRuntime::Impl::link_config() const {
     mesh::LinkConfig c;
     c.connect_timeout = options.connect_timeout;
     c.handshake_timeout = options.handshake_timeout;
     c.keepalive_interval = options.keepalive_interval;
-    // A silent link is closed once its peer would be suspect: membership then counts the
-    // silence from the last frame (see refresh_membership).
-    c.idle_timeout = std::max(options.membership.suspect_after, 3 * options.keepalive_interval);
+    c.idle_timeout = link_idle_timeout();
     c.listen_port = bound_port.load();
     c.incarnation = incarnation;
     c.capabilities |= mesh::kCapApi;

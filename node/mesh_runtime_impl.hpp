@@ -179,6 +179,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     boost::asio::awaitable<void> tick_loop();
     void mark_settled();
     mesh::LinkConfig link_config() const;
+    // The links' idle timeout: the suspect time, or 3 keepalive intervals if longer.
+    std::chrono::milliseconds link_idle_timeout() const;
     void log(mesh::LogLevel level, std::string_view line) const;
     void shutdown_on_io();
 

@@ -33,10 +33,13 @@ void MeshRuntime::Impl::on_discovery(const std::vector<mesh::DiscoveryEvent>& ev
 void MeshRuntime::Impl::refresh_membership(Clock::time_point now) {
     // A link's keepalives are handled inside the link: its peer was alive when bytes last came
     // (not "now": a peer that hangs with its link open would otherwise be suspected only after
-    // the link's idle timeout plus the suspect time).
+    // the link's idle timeout plus the suspect time). Where keepalives are too sparse for the
+    // suspect time (it is below 3 keepalive intervals), the link's own tolerance applies.
+    const auto allowance = link_idle_timeout() - options.membership.suspect_after;
     for (const auto& [id, slot] : links) {
         if (slot->link->is_open()) {
-            on_member_events(membership.on_heard(id, std::min(now, slot->link->last_received())));
+            const auto heard = std::min(now, slot->link->last_received() + allowance);
+            on_member_events(membership.on_heard(id, heard));
         }
     }
     on_member_events(membership.tick(now));

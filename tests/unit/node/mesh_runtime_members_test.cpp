@@ -322,5 +322,41 @@ TEST(MeshRuntimeMembers, AHungPeerIsSuspectOnceSilentForTheSuspectTime) {
     a.runtime.stop();
 }
 
+// A member whose keepalives come late (every 700 ms, say its thread is busy) but within what
+// its link tolerates (3 keepalive intervals of 300 ms) is not suspected in the gaps, though the
+// suspect time is 300 ms. (The soak, with 500 ms for both, saw members flap suspect and back,
+// and plans with them, while a node loaded a stage.)
+TEST(MeshRuntimeMembers, AMemberIsNotSuspectedWhileItsLinkToleratesItsSilence) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    MeshRuntimeOptions o = fast_options(64'000'000);
+    o.membership.suspect_after = 300ms;
+    o.membership.dead_after = 5s;
+    o.keepalive_interval = 300ms;
+    TestNode a(mesh, o);
+    ASSERT_TRUE(a.runtime.start(a.host));
+    const mesh::NodeKey peer = mesh::NodeKey::generate();
+    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+        mesh::LinkConfig config;
+        config.keepalive_interval = 700ms;
+        const mesh::PeerAddress where = a.address();
+        auto link = co_await mesh::async_connect_link(where, peer, mesh, config);
+        EXPECT_TRUE(link) << link.error().what();
+        if (!link) co_return;
+        const mesh::Message capacity =
+            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+        co_await (*link)->async_send(capacity);
+        bool suspected = false;
+        const auto until = std::chrono::steady_clock::now() + 3s;
+        while (std::chrono::steady_clock::now() < until && !suspected) {
+            suspected = has_node(a.runtime, peer.id(), "suspect");
+            co_await pause(io, 10ms);
+        }
+        EXPECT_FALSE(suspected) << a.runtime.status().dump(1);
+        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive"));
+        (*link)->close("done");
+    });
+    a.runtime.stop();
+}
+
 }  // namespace
 }  // namespace brigade::node::test
