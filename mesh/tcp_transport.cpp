@@ -492,6 +492,7 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
         boost::system::error_code ignored;
         socket.close(ignored);
     });
+    bool silent_close = false;  // the peer closed before sending a byte: a liveness probe
     auto failed = [&](Error e) -> Result<std::shared_ptr<Link>> {
         if (dog.fired()) {
             e = make_error(errc::timeout, "handshake with " + remote + " did not finish within " +
@@ -500,7 +501,7 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
         }
         boost::system::error_code ignored;
         socket.close(ignored);
-        log_to(config.log, LogLevel::kWarn,
+        log_to(config.log, silent_close ? LogLevel::kDebug : LogLevel::kWarn,
                "mesh handshake with " + remote + " failed: " + e.what());
         return e;
     };
@@ -526,6 +527,8 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
                 e.code = errc::handshake_failed;
                 e.message += " (the peer rejected us: wrong mesh secret?)";
             }
+            silent_close = role == LinkHandshake::Role::kResponder && hs.messages_received() == 0 &&
+                           e.code == errc::closed;
             {
                 Result<std::shared_ptr<Link>> r_ = failed(e);
                 co_return r_;
@@ -628,22 +631,15 @@ awaitable<Result<std::shared_ptr<Link>>> establish(tcp::socket socket, LinkHands
     }
 }
 
-struct ConnectArgs {
-    PeerAddress address;
-    LinkConfig config;
-};
-
-awaitable<Result<std::shared_ptr<Link>>> connect_impl(std::unique_ptr<ConnectArgs> args,
-                                                      const NodeKey& identity,
-                                                      const MeshCredentials& mesh) {
-    using R = Result<std::shared_ptr<Link>>;
+// Resolves and connects, each within `timeout`; errc::refused when nothing listens there.
+awaitable<Result<tcp::socket>> tcp_connect(const PeerAddress& address, Ms timeout) {
+    using R = Result<tcp::socket>;
     auto ex = co_await asio::this_coro::executor;
-    const std::string where = args->address.to_string();
-    const Ms timeout = args->config.connect_timeout;
+    const std::string where = address.to_string();
     tcp::resolver resolver(ex);
     Watchdog resolve_dog(ex, timeout, [&resolver] { resolver.cancel(); });
-    auto resolved = co_await resolver.async_resolve(args->address.host,
-                                                    std::to_string(args->address.port), kNoThrow);
+    auto resolved =
+        co_await resolver.async_resolve(address.host, std::to_string(address.port), kNoThrow);
     resolve_dog.disarm();
     if (std::get<0>(resolved)) {
         R r_ = make_error(resolve_dog.fired() ? errc::timeout : errc::io_error,
@@ -667,10 +663,39 @@ awaitable<Result<std::shared_ptr<Link>>> connect_impl(std::unique_ptr<ConnectArg
                          "cannot connect to " + where + ": " + std::get<0>(connected).message());
         co_return r_;
     }
-    auto config = std::make_unique<LinkConfig>(std::move(args->config));
-    R r_ = co_await establish(std::move(socket), LinkHandshake::Role::kInitiator, identity, mesh,
-                              std::move(config));
+    R r_ = std::move(socket);
     co_return r_;
+}
+
+struct ConnectArgs {
+    PeerAddress address;
+    LinkConfig config;
+};
+
+awaitable<Result<std::shared_ptr<Link>>> connect_impl(std::unique_ptr<ConnectArgs> args,
+                                                      const NodeKey& identity,
+                                                      const MeshCredentials& mesh) {
+    auto socket = co_await tcp_connect(args->address, args->config.connect_timeout);
+    if (!socket) {
+        Result<std::shared_ptr<Link>> r_ = socket.error();
+        co_return r_;
+    }
+    auto config = std::make_unique<LinkConfig>(std::move(args->config));
+    Result<std::shared_ptr<Link>> r_ = co_await establish(
+        std::move(*socket), LinkHandshake::Role::kInitiator, identity, mesh, std::move(config));
+    co_return r_;
+}
+
+awaitable<Result<void>> probe_impl(std::unique_ptr<PeerAddress> address, Ms timeout) {
+    auto socket = co_await tcp_connect(*address, timeout);
+    if (!socket) {
+        Result<void> r_ = socket.error();
+        co_return r_;
+    }
+    boost::system::error_code ignored;
+    socket->close(ignored);
+    Result<void> ok;
+    co_return ok;
 }
 
 }  // namespace
@@ -686,6 +711,10 @@ awaitable<Result<std::shared_ptr<Link>>> async_connect_link(PeerAddress address,
     return connect_impl(
         std::make_unique<ConnectArgs>(ConnectArgs{std::move(address), std::move(config)}), identity,
         mesh);
+}
+
+awaitable<Result<void>> async_probe_listener(PeerAddress address, Ms timeout) {
+    return probe_impl(std::make_unique<PeerAddress>(std::move(address)), timeout);
 }
 
 awaitable<Result<std::shared_ptr<Link>>> async_accept_link(tcp::socket socket,

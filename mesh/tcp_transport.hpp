@@ -16,6 +16,11 @@ namespace brigade::mesh {
 boost::asio::awaitable<Result<std::shared_ptr<Link>>> async_connect_link(
     PeerAddress address, const NodeKey& identity, const MeshCredentials& mesh, LinkConfig config);
 
+// Whether anything listens at `address`: a TCP connect (within `timeout`), closed at once
+// without a handshake. errc::refused: the host answered that nothing listens there.
+boost::asio::awaitable<Result<void>> async_probe_listener(PeerAddress address,
+                                                          std::chrono::milliseconds timeout);
+
 // Runs the responder side on an accepted socket.
 boost::asio::awaitable<Result<std::shared_ptr<Link>>> async_accept_link(
     boost::asio::ip::tcp::socket socket, const NodeKey& identity, const MeshCredentials& mesh,

@@ -65,11 +65,7 @@ struct DialState {
     std::chrono::milliseconds backoff{0};
     std::size_t attempts = 0;
     bool round_ends = true;  // the attempt in flight is at the peer's last known address
-    // Set while dialling back where a link that dropped without a Bye was: "refused" there
-    // means the peer's process is gone.
-    std::optional<mesh::PeerAddress> gone_if_refused;
-    int gone_checks_left = 0;
-    bool reported = false;  // first failure logged at info, later ones at debug
+    bool reported = false;   // first failure logged at info, later ones at debug
 };
 
 // What a member offers to the planner; a change of these (not of RTTs) re-plans.
@@ -187,6 +183,10 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // mesh_runtime_links.cpp
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> accept_one(boost::asio::ip::tcp::socket socket);
+    // After a link to `peer` dropped without a goodbye: is anything still listening `at` its
+    // address? "Refused" removes the member at once.
+    boost::asio::awaitable<void> check_gone(std::shared_ptr<const mesh::NodeId> peer,
+                                            std::shared_ptr<const mesh::PeerAddress> at);
     boost::asio::awaitable<void> dial(std::shared_ptr<mesh::PeerAddress> address,
                                       std::shared_ptr<std::optional<mesh::NodeId>> expected);
     void dial_due(mesh::Clock::time_point now);

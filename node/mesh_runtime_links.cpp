@@ -16,7 +16,7 @@ constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 // A higher id waits this long for the lower id to dial it before dialling itself, so that two
 // nodes that learn of each other at once rarely both dial.
 constexpr auto kDialGrace = std::chrono::milliseconds(1500);
-// Dials back to where a dropped link was, to tell a dead process from a broken link.
+// Connects to where a dropped link's peer listened, to tell a dead process from a broken link.
 constexpr int kGoneChecks = 3;
 constexpr auto kGoneCheckInterval = std::chrono::milliseconds(50);
 
@@ -84,22 +84,13 @@ void MeshRuntime::Impl::dial_due(Clock::time_point now) {
     for (const mesh::PeerInfo& peer : directory.peer_list({}).peers) {
         if (peer.id == key.id() || peer.addresses.empty() || linked(peer.id)) continue;
         auto [seen, inserted] = first_seen.try_emplace(peer.id, now);
+        if (!(key.id() < peer.id) && now - seen->second < kDialGrace) continue;
         DialState& d = peer_dials[peer.id];
-        // (A check whether a dropped link's peer is gone is not a race to link first.)
-        if (!d.gone_if_refused && !(key.id() < peer.id) && now - seen->second < kDialGrace) {
-            continue;
-        }
         if (!due(d)) continue;
         d.in_flight = true;
-        mesh::PeerAddress address;
-        if (d.gone_if_refused) {
-            address = *d.gone_if_refused;  // where its link was: is anyone still there?
-            d.round_ends = false;          // if so, the other addresses follow at once
-        } else {
-            address = peer.addresses[d.attempts % peer.addresses.size()];
-            ++d.attempts;
-            d.round_ends = d.attempts % peer.addresses.size() == 0;
-        }
+        const mesh::PeerAddress& address = peer.addresses[d.attempts % peer.addresses.size()];
+        ++d.attempts;
+        d.round_ends = d.attempts % peer.addresses.size() == 0;
         asio::co_spawn(io,
                        dial(std::make_shared<mesh::PeerAddress>(address),
                             std::make_shared<std::optional<mesh::NodeId>>(peer.id)),
@@ -119,25 +110,12 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
     }
     DialState& d = expected->has_value() ? peer_dials[**expected] : seed_dials[*address];
     d.in_flight = false;
-    bool gone = false;
-    bool check_again = false;
-    if (expected->has_value() && d.gone_if_refused == target) {
-        gone = !link && link.error().code == mesh::errc::refused && !linked(**expected) &&
-               membership.find(**expected) != nullptr;
-        // A process being killed may still accept a connection for a moment (its listening
-        // socket closes after its links): anything but refused or a timeout is asked again.
-        check_again =
-            !link && !gone && link.error().code != mesh::errc::timeout && --d.gone_checks_left > 0;
-        if (!check_again) d.gone_if_refused.reset();
-    }
     if (!link) {
         // A peer's addresses are tried one after another, and the backoff grows per round over
         // all of them: ports of its earlier runs (gossip still names them) cost a refused
         // connect each, not a backoff step each.
         const bool next_address = expected->has_value() && !d.round_ends;
-        if (check_again) {
-            d.next_attempt = Clock::now() + kGoneCheckInterval;
-        } else if (next_address) {
+        if (next_address) {
             d.next_attempt = Clock::now();
         } else {
             d.backoff = next_backoff(d.backoff, options);
@@ -153,16 +131,7 @@ asio::awaitable<void> MeshRuntime::Impl::dial(
             logger->debug("mesh: cannot reach {}{}: {}", who, address->to_string(),
                           link.error().message);
         }
-        if (gone) {
-            logger->info("member {}: its link dropped and {} refuses connections: taken as gone",
-                         (*expected)->short_string(), target.to_string());
-            refused_gone[**expected] = Clock::now();
-            // Dialled again (a restart) after the usual pause, not at once.
-            d.next_attempt = Clock::now() + options.redial_min;
-            on_member_events(membership.on_left(**expected));
-            co_return;
-        }
-        if (next_address && !check_again) dial_due(Clock::now());
+        if (next_address) dial_due(Clock::now());
         co_return;
     }
     d.backoff = std::chrono::milliseconds(0);
@@ -242,7 +211,6 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     // A redial after this link drops starts at the address it linked at (first in the directory).
     peer_dials[peer].backoff = std::chrono::milliseconds(0);
     peer_dials[peer].attempts = 0;
-    peer_dials[peer].gone_if_refused.reset();
     if (auto held = held_outgoing.find(peer); held != held_outgoing.end()) {
         expire_held_outgoing(Clock::now());
         if (auto again = held_outgoing.find(peer); again != held_outgoing.end()) {
@@ -332,18 +300,40 @@ void MeshRuntime::Impl::link_closed(const std::shared_ptr<LinkSlot>& slot) {
     slot->link->close("link down");
     if (host != nullptr) host->on_link_down(peer);
     // A goodbye removes the member at once. Any other loss is either a broken link or a process
-    // that died (a crash, kill -9) on a host that is up: dialled back at once where it listened,
-    // such a host refuses the connection, and the member is taken as gone then (see dial);
-    // otherwise membership's timeouts decide, redialling meanwhile.
-    DialState& d = peer_dials[peer];
-    d.next_attempt = Clock::now() + options.redial_min;
+    // that died (a crash, kill -9) on a host that is up: such a host refuses a connection where
+    // the process listened, and the member is taken as gone then (check_gone); otherwise
+    // membership's timeouts decide, redialling meanwhile.
     if (reason.find("peer said bye: leaving") != std::string::npos) {
         on_member_events(membership.on_left(peer));
     } else if (slot->listens_at && membership.find(peer) != nullptr) {
-        d.gone_if_refused = slot->listens_at;
-        d.gone_checks_left = kGoneChecks;
-        d.next_attempt = Clock::now();
-        dial_due(Clock::now());
+        asio::co_spawn(io,
+                       check_gone(std::make_shared<const mesh::NodeId>(peer),
+                                  std::make_shared<const mesh::PeerAddress>(*slot->listens_at)),
+                       detached_task);
+    }
+    DialState& d = peer_dials[peer];
+    d.next_attempt = Clock::now() + options.redial_min;
+}
+
+asio::awaitable<void> MeshRuntime::Impl::check_gone(std::shared_ptr<const mesh::NodeId> peer,
+                                                    std::shared_ptr<const mesh::PeerAddress> at) {
+    // A bare TCP connect, no link: a link here would race the redials of both ends. A process
+    // being killed may still accept for a moment (its listening socket closes after its
+    // links), so an accepted connect is asked again twice, 50 ms apart.
+    for (int check = 0; check < kGoneChecks; ++check) {
+        if (check > 0) {
+            asio::steady_timer pause(io, kGoneCheckInterval);
+            co_await pause.async_wait(kNoThrow);
+        }
+        auto probe = co_await mesh::async_probe_listener(*at, options.connect_timeout);
+        if (stopping || linked(*peer) || membership.find(*peer) == nullptr) co_return;
+        if (probe) continue;
+        if (probe.error().code != mesh::errc::refused) co_return;  // a timeout proves nothing
+        logger->info("member {}: its link dropped and {} refuses connections: taken as gone",
+                     peer->short_string(), at->to_string());
+        refused_gone[*peer] = Clock::now();
+        on_member_events(membership.on_left(*peer));
+        co_return;
     }
 }
 

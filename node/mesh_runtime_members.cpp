@@ -19,7 +19,16 @@ void MeshRuntime::Impl::on_discovery(const std::vector<mesh::DiscoveryEvent>& ev
         const std::string who = e.id ? e.id->short_string() : std::string("a seed");
         if (e.kind == mesh::DiscoveryEvent::Kind::kPeerSeen) {
             logger->debug("mesh: found {} at {} ({})", who, e.address.to_string(), source);
-            if (e.id) first_seen.try_emplace(*e.id, Clock::now());
+            if (e.id) {
+                first_seen.try_emplace(*e.id, Clock::now());
+                // A new address of a peer we are not linked to (it restarted on another port)
+                // is worth a dial now, not after the backoff its old ones built up.
+                if (auto d = peer_dials.find(*e.id); d != peer_dials.end() && !linked(*e.id)) {
+                    d->second.backoff = std::chrono::milliseconds(0);
+                    d->second.next_attempt = Clock::now();
+                    d->second.attempts = 0;
+                }
+            }
         } else {
             logger->debug("mesh: lost track of {} ({})", who, source);
             if (e.id) {

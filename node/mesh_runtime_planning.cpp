@@ -325,6 +325,10 @@ void MeshRuntime::Impl::activate(const mesh::PlanPropose& plan) {
     host->activate(route);
     unavailable.clear();
     active_built = true;
+    // The mesh has formed: no more waiting for `--expect-nodes` or a first view (a node that got
+    // its first plan from the coordinator would otherwise wait out `expect_wait` before it could
+    // answer "no fit" after a death).
+    first_plan_done = true;
     mark_settled();
 }
 

@@ -405,6 +405,32 @@ TEST(TcpLink, ConnectFailuresAreErrorsNotHangs) {
         20s);
 }
 
+// The probe behind "a dropped link's process is gone": a bare connect, no handshake.
+TEST(TcpLink, AProbeTellsAListenerFromAClosedPort) {
+    asio::io_context io;
+    run_io(
+        io,
+        [&]() -> asio::awaitable<void> {
+            auto ex = co_await asio::this_coro::executor;
+            asio::ip::tcp::acceptor listening(ex, {asio::ip::make_address("127.0.0.1"), 0});
+            std::uint16_t closed = 0;
+            {
+                asio::ip::tcp::acceptor tmp(ex, {asio::ip::make_address("127.0.0.1"), 0});
+                closed = tmp.local_endpoint().port();
+            }
+            const PeerAddress there{"127.0.0.1", listening.local_endpoint().port()};
+            auto answered = co_await async_probe_listener(there, 2s);
+            EXPECT_TRUE(answered) << answered.error().what();
+            const PeerAddress nobody{"127.0.0.1", closed};
+            auto refused = co_await async_probe_listener(nobody, 2s);
+            EXPECT_FALSE(refused);
+            if (!refused) {
+                EXPECT_EQ(refused.error().code, errc::refused) << refused.error().what();
+            }
+        },
+        20s);
+}
+
 TEST(LoopbackLink, CarriesFramesThroughTheCodec) {
     asio::io_context io;
     NodeId x, y;
