@@ -32,8 +32,7 @@ void link_then_vanish(TestNode& a, const mesh::MeshCredentials& mesh, const mesh
     run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
         const std::shared_ptr<mesh::Link> link = co_await hand_link(a, peer, mesh, listen_port);
         if (!link) co_return;
-        const mesh::Message capacity =
-            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+        const mesh::Message capacity = small_capacity_of(peer);
         co_await link->async_send(capacity);
         for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
             co_await pause(io, 20ms);
@@ -301,8 +300,7 @@ TEST(MeshRuntimeMembers, AHungPeerIsSuspectOnceSilentForTheSuspectTime) {
         [&]() -> asio::awaitable<void> {
             link = co_await hand_link(a, peer, mesh, 0);
             if (!link) co_return;
-            const mesh::Message capacity =
-                mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
+            const mesh::Message capacity = small_capacity_of(peer);
             co_await link->async_send(capacity);
             reported = true;
         },
@@ -336,15 +334,10 @@ TEST(MeshRuntimeMembers, AMemberIsNotSuspectedWhileItsLinkToleratesItsSilence) {
     ASSERT_TRUE(a.runtime.start(a.host));
     const mesh::NodeKey peer = mesh::NodeKey::generate();
     run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-        mesh::LinkConfig config;
-        config.keepalive_interval = 700ms;
-        const mesh::PeerAddress where = a.address();
-        auto link = co_await mesh::async_connect_link(where, peer, mesh, config);
-        EXPECT_TRUE(link) << link.error().what();
+        const std::shared_ptr<mesh::Link> link = co_await hand_link(a, peer, mesh, 0, 700ms);
         if (!link) co_return;
-        const mesh::Message capacity =
-            mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
-        co_await (*link)->async_send(capacity);
+        const mesh::Message capacity = small_capacity_of(peer);
+        co_await link->async_send(capacity);
         bool suspected = false;
         const auto until = std::chrono::steady_clock::now() + 3s;
         while (std::chrono::steady_clock::now() < until && !suspected) {
@@ -353,7 +346,7 @@ TEST(MeshRuntimeMembers, AMemberIsNotSuspectedWhileItsLinkToleratesItsSilence) {
         }
         EXPECT_FALSE(suspected) << a.runtime.status().dump(1);
         EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive"));
-        (*link)->close("done");
+        link->close("done");
     });
     a.runtime.stop();
 }

@@ -204,13 +204,13 @@ inline boost::asio::awaitable<void> pause(boost::asio::io_context& io,
     co_await t.async_wait(boost::asio::use_awaitable);
 }
 
-// A hand-driven link to `to` as node `as` (keepalives every 100 ms, `listen_port` in its
-// Hello), or null after a test failure.
+// A hand-driven link to `to` as node `as` (`listen_port` in its Hello), or null after a test
+// failure.
 inline boost::asio::awaitable<std::shared_ptr<mesh::Link>> hand_link(
     const TestNode& to, const mesh::NodeKey& as, const mesh::MeshCredentials& mesh,
-    std::uint16_t listen_port) {
+    std::uint16_t listen_port, std::chrono::milliseconds keepalive = 100ms) {
     mesh::LinkConfig config;
-    config.keepalive_interval = 100ms;
+    config.keepalive_interval = keepalive;
     config.listen_port = listen_port;
     const mesh::PeerAddress where = to.address();
     auto link = co_await mesh::async_connect_link(where, as, mesh, config);
@@ -219,6 +219,11 @@ inline boost::asio::awaitable<std::shared_ptr<mesh::Link>> hand_link(
         co_return nullptr;
     }
     co_return *link;
+}
+
+// What a hand-driven peer reports: 1 MB for the fake model.
+inline mesh::Message small_capacity_of(const mesh::NodeKey& peer) {
+    return mesh::CapacityReport{peer.id(), 1'000'000, "cpu", "fake-model", 0.001, {}, {}};
 }
 
 // A loopback port nothing listens on: bound, then closed.
