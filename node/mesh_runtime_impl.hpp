@@ -225,6 +225,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // True if a "no fit" is held back, for now, as a node just taken as gone may come back;
     // `stop_pipeline`: that node's stage is gone, so the active pipeline stops either way.
     bool hold_no_fit_for_comeback(mesh::Clock::time_point now, bool stop_pipeline);
+    // What both holds do: unavailable with `why` while a plan is expected, planned again soon.
+    void hold_no_fit(mesh::Clock::time_point now, const std::string& why, bool stop_pipeline);
     void run_actions(std::vector<mesh::AgreementAction> actions);
     void activate(const mesh::PlanPropose& plan);
     // `restarted`: a new run of it has already linked (peer_restarted), so a plan is coming.

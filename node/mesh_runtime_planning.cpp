@@ -44,18 +44,7 @@ bool MeshRuntime::Impl::members_see_each_other() const {
     // now could find "no fit" among too few nodes, or leave the others out. Later, such links
     // are more likely stale (a peer that just died, still listed in a capacity report a moment
     // old), and waiting on them would only slow the re-plan.
-    if (!first_plan_done) {
-        const std::vector<mesh::NodeId> known = membership.member_ids();
-        const std::set<mesh::NodeId> known_set(known.begin(), known.end());
-        for (const mesh::NodeId& id : alive) {
-            if (id == key.id()) continue;
-            if (const mesh::Member* m = membership.find(id); m && m->capacity) {
-                for (const mesh::LinkMeasurement& l : m->capacity->links) {
-                    if (known_set.count(l.peer) == 0) return false;
-                }
-            }
-        }
-    }
+    if (!first_plan_done && nodes_known_only_by_hearsay() > 0) return false;
     for (const mesh::NodeId& id : alive) {
         std::set<mesh::NodeId> reached;
         if (id == key.id()) {
@@ -102,13 +91,9 @@ bool MeshRuntime::Impl::hold_partial_no_fit(Clock::time_point now) {
                      options.partial_view_limit.count(), unlinked);
         return false;
     }
-    const std::string why =
-        "no plan yet: linking to " + std::to_string(unlinked) + " more node(s) of the mesh";
-    if ((!agreement.active() || !active_built) && unavailable != why) {
-        set_unavailable(why, /*plan_expected=*/true);
-    }
-    mark_plan_dirty("partial view");
-    plan_not_before = now + options.plan_debounce;
+    hold_no_fit(now,
+                "no plan yet: linking to " + std::to_string(unlinked) + " more node(s) of the mesh",
+                /*stop_pipeline=*/false);
     return true;
 }
 
@@ -124,15 +109,21 @@ std::optional<mesh::NodeId> MeshRuntime::Impl::may_come_back(Clock::time_point n
 bool MeshRuntime::Impl::hold_no_fit_for_comeback(Clock::time_point now, bool stop_pipeline) {
     const auto gone = may_come_back(now);
     if (!gone) return false;
-    const std::string why = "re-planning: node " + gone->short_string() +
-                            " is gone and the others cannot hold the model; waiting for it to "
-                            "come back";
+    hold_no_fit(now,
+                "re-planning: node " + gone->short_string() +
+                    " is gone and the others cannot hold the model; waiting for it to come back",
+                stop_pipeline);
+    return true;
+}
+
+void MeshRuntime::Impl::hold_no_fit(Clock::time_point now, const std::string& why,
+                                    bool stop_pipeline) {
+    // Requests wait (a plan is expected) rather than get the "no fit" 503; asked again shortly.
     if (stop_pipeline || ((!agreement.active() || !active_built) && unavailable != why)) {
         set_unavailable(why, /*plan_expected=*/true);
     }
-    mark_plan_dirty("waiting for " + gone->short_string());
+    mark_plan_dirty(why);
     plan_not_before = now + options.plan_debounce;
-    return true;
 }
 
 void MeshRuntime::Impl::set_unavailable(std::string why, bool plan_expected) {
