@@ -159,6 +159,10 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // process manager may bring such a node back within a second: until the suspect time has
     // passed, a "no fit" without it is not final (the verdict came no sooner before).
     std::map<mesh::NodeId, mesh::Clock::time_point> refused_gone;
+    // Peers' listening addresses that a connect from this node has reached (a dial that linked,
+    // or the probe after an accepted link). Only there does a refusal mean the process is gone:
+    // a firewall that rejects our connects would answer "refused" for a live peer too.
+    std::set<mesh::PeerAddress> reached_listeners;
     // A member refused the active plan (it had seen a higher epoch, or another coordinator):
     // propose again, above every epoch seen, even if the stages are the same.
     bool force_propose = false;
@@ -187,6 +191,9 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // address? "Refused" removes the member at once.
     boost::asio::awaitable<void> check_gone(std::shared_ptr<const mesh::NodeId> peer,
                                             std::shared_ptr<const mesh::PeerAddress> at);
+    // After a peer linked to us: can this node connect where it says it listens? Adds the
+    // address to reached_listeners if so.
+    boost::asio::awaitable<void> check_reachable(std::shared_ptr<const mesh::PeerAddress> at);
     boost::asio::awaitable<void> dial(std::shared_ptr<mesh::PeerAddress> address,
                                       std::shared_ptr<std::optional<mesh::NodeId>> expected);
     void dial_due(mesh::Clock::time_point now);

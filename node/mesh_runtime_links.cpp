@@ -196,8 +196,14 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     // Where the peer listens: the address we dialled, or its host with the port from its Hello.
     if (outbound && dialled) {
         slot->listens_at = *dialled;
+        reached_listeners.insert(*dialled);
     } else if (info.hello.listen_port != 0 && !info.remote_host.empty()) {
         slot->listens_at = mesh::PeerAddress{info.remote_host, info.hello.listen_port};
+        if (!reached_listeners.contains(*slot->listens_at)) {
+            asio::co_spawn(
+                io, check_reachable(std::make_shared<const mesh::PeerAddress>(*slot->listens_at)),
+                detached_task);
+        }
     }
     links[peer] = slot;
     if (relinked) peer_relinked(peer);
@@ -301,11 +307,12 @@ void MeshRuntime::Impl::link_closed(const std::shared_ptr<LinkSlot>& slot) {
     if (host != nullptr) host->on_link_down(peer);
     // A goodbye removes the member at once. Any other loss is either a broken link or a process
     // that died (a crash, kill -9) on a host that is up: such a host refuses a connection where
-    // the process listened, and the member is taken as gone then (check_gone); otherwise
-    // membership's timeouts decide, redialling meanwhile.
+    // the process listened, and the member is taken as gone then (check_gone), if this node
+    // has connected there before; otherwise membership's timeouts decide, redialling meanwhile.
     if (reason.find("peer said bye: leaving") != std::string::npos) {
         on_member_events(membership.on_left(peer));
-    } else if (slot->listens_at && membership.find(peer) != nullptr) {
+    } else if (slot->listens_at && reached_listeners.contains(*slot->listens_at) &&
+               membership.find(peer) != nullptr) {
         asio::co_spawn(io,
                        check_gone(std::make_shared<const mesh::NodeId>(peer),
                                   std::make_shared<const mesh::PeerAddress>(*slot->listens_at)),
@@ -332,8 +339,23 @@ asio::awaitable<void> MeshRuntime::Impl::check_gone(std::shared_ptr<const mesh::
         logger->info("member {}: its link dropped and {} refuses connections: taken as gone",
                      peer->short_string(), at->to_string());
         refused_gone[*peer] = Clock::now();
+        reached_listeners.erase(*at);
         on_member_events(membership.on_left(*peer));
         co_return;
+    }
+}
+
+asio::awaitable<void> MeshRuntime::Impl::check_reachable(
+    std::shared_ptr<const mesh::PeerAddress> at) {
+    auto probe = co_await mesh::async_probe_listener(*at, options.connect_timeout);
+    if (stopping) co_return;
+    if (probe) {
+        reached_listeners.insert(*at);
+    } else {
+        logger->debug(
+            "mesh: {} does not take our connects ({}): a drop of its link is left to "
+            "the timeouts",
+            at->to_string(), probe.error().message);
     }
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/detached.hpp>
 #include <random>
 
@@ -250,19 +251,51 @@ MeshRuntimeOptions slow_to_suspect() {
 }
 
 // A crash or kill -9 on a host that stays up: the link drops without a Bye, and the port the
-// peer listened at refuses connections. Taken as gone at once rather than after the suspect
-// and dead times (soak: 1.6 s from a kill -9 to the plan without the node, at a 0.5 s suspect
-// time; 2.5 s more by default).
+// peer listened at, which took this node's connect while the peer lived, refuses connections.
+// Taken as gone at once rather than after the suspect and dead times (soak: 1.6 s from a kill
+// -9 to the plan without the node, at a 0.5 s suspect time; 2.5 s more by default).
 TEST(MeshRuntimeMembers, AMemberWhoseLinkDropsAndWhosePortRefusesIsGoneAtOnce) {
     const auto mesh = mesh::MeshCredentials::generate();
     TestNode a(mesh, slow_to_suspect());
     ASSERT_TRUE(a.runtime.start(a.host));
     const mesh::NodeKey peer = mesh::NodeKey::generate();
-    link_then_vanish(a, mesh, peer, closed_port());
+    run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+        asio::ip::tcp::acceptor listening(io, {asio::ip::make_address("127.0.0.1"), 0});
+        const std::shared_ptr<mesh::Link> link =
+            co_await hand_link(a, peer, mesh, listening.local_endpoint().port());
+        if (!link) co_return;
+        const mesh::Message capacity = small_capacity_of(peer);
+        co_await link->async_send(capacity);
+        // a checks that it can connect where the peer says it listens.
+        asio::steady_timer limit(io, 5s);
+        limit.async_wait([&](boost::system::error_code) { listening.close(); });
+        auto probe = co_await listening.async_accept(asio::as_tuple(asio::use_awaitable));
+        EXPECT_FALSE(std::get<0>(probe)) << "a never connected to the peer's port";
+        limit.cancel();
+        for (int i = 0; i < 100 && !has_node(a.runtime, peer.id(), "alive"); ++i) {
+            co_await pause(io, 20ms);
+        }
+        EXPECT_TRUE(has_node(a.runtime, peer.id(), "alive")) << a.runtime.status().dump(1);
+        listening.close();  // the process dies: its port first, then its link
+    });
     ASSERT_TRUE(wait_until([&] { return !has_node(a.runtime, peer.id()); }, 3s))
         << a.runtime.status().dump(1);
     const auto gone = a.host.gone();
     EXPECT_NE(std::find(gone.begin(), gone.end(), peer.id()), gone.end());
+    a.runtime.stop();
+}
+
+// A peer behind a firewall that rejects inbound connections (an iptables REJECT rule) answers
+// "refused" while it lives. Its port never took this node's connect, so a refusal proves
+// nothing there: a blip of its link is left to the timeouts, not taken for a crash.
+TEST(MeshRuntimeMembers, APeerWhosePortNeverTookOurConnectIsNotTakenForGoneWhenItRefuses) {
+    const auto mesh = mesh::MeshCredentials::generate();
+    TestNode a(mesh, slow_to_suspect());
+    ASSERT_TRUE(a.runtime.start(a.host));
+    const mesh::NodeKey peer = mesh::NodeKey::generate();
+    link_then_vanish(a, mesh, peer, closed_port());
+    std::this_thread::sleep_for(2s);
+    EXPECT_TRUE(has_node(a.runtime, peer.id())) << a.runtime.status().dump(1);
     a.runtime.stop();
 }
 
