@@ -268,6 +268,9 @@ struct RequestLoad {
     // --max-concurrency) and those waiting for a slot. -1 where it is not the head.
     std::int64_t head_running = -1;
     std::int64_t head_queued = -1;
+    // The head's KV bound in positions (0: none) and how many sequences paused for room so far.
+    std::uint64_t head_kv_positions = 0;
+    std::uint64_t head_paused = 0;
 };
 
 struct Health {

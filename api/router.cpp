@@ -166,7 +166,9 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
                 body["requests"] = {{"in_flight", health.load->in_flight}};
                 if (health.load->head_running >= 0) {
                     body["head"] = {{"running", health.load->head_running},
-                                    {"queued", health.load->head_queued}};
+                                    {"queued", health.load->head_queued},
+                                    {"kv_positions", health.load->head_kv_positions},
+                                    {"paused_for_kv", health.load->head_paused}};
                 }
             }
             response.status = health.state == HealthState::ok ? 200 : 503;

@@ -314,6 +314,31 @@ std::uint64_t stage_memory_bytes(const PlanRequest& request, model::LayerRange l
     return range_bytes(c, nullptr, layers.first, layers.last, is_head, is_tail);
 }
 
+std::uint64_t pipeline_kv_positions(const PlanRequest& request,
+                                    std::span<const PlannedStage> stages) {
+    if (stages.empty()) return 0;
+    PlanRequest weights_only = request;
+    weights_only.context_tokens = 0;
+    std::uint64_t fewest = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+        const PlannedStage& s = stages[i];
+        const auto node = std::find_if(request.nodes.begin(), request.nodes.end(),
+                                       [&](const NodeCapacity& n) { return n.id == s.node; });
+        if (node == request.nodes.end() || node->memory_bytes == 0 || s.layers.empty()) return 0;
+        const std::uint64_t weights =
+            stage_memory_bytes(weights_only, s.layers, i == 0, i + 1 == stages.size());
+        const std::uint64_t per_layer = node->kv_bytes_per_token_per_layer > 0
+                                            ? node->kv_bytes_per_token_per_layer
+                                            : request.shape.kv_bytes_per_token_per_layer;
+        const std::uint64_t per_position =
+            per_layer * static_cast<std::uint64_t>(s.layers.last - s.layers.first);
+        if (per_position == 0) return 0;
+        const std::uint64_t room = node->memory_bytes > weights ? node->memory_bytes - weights : 0;
+        fewest = std::min(fewest, room / per_position);
+    }
+    return std::max<std::uint64_t>(fewest, 1);  // 0 would read as "no bound"
+}
+
 double median_measured_rtt_s(const std::vector<LinkCost>& links, double fallback_s) {
     std::vector<double> measured;
     for (const LinkCost& l : links) {

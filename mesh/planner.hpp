@@ -99,6 +99,15 @@ double median_measured_rtt_s(const std::vector<LinkCost>& links, double fallback
 std::uint64_t stage_memory_bytes(const PlanRequest& request, model::LayerRange layers, bool is_head,
                                  bool is_tail);
 
+// KV positions that every stage of a pipeline holds beside its weights: the fewest over
+// `stages` of (the node's memory − the stage's weights, as make_plan charges them) / (the
+// node's KV bytes per position of its layers). Every stage keeps every running sequence's
+// positions, so a head that keeps its sequences within this many positions in all keeps every
+// stage within its memory. 0 when a stage's node is not among `request.nodes` or offered no
+// memory (no bound is known).
+std::uint64_t pipeline_kv_positions(const PlanRequest& request,
+                                    std::span<const PlannedStage> stages);
+
 // "6MB", "24GB", "512MiB", "1.5G", "1048576": decimal units (kB/MB/GB/TB = 10^3k), binary units
 // with "i" (KiB/MiB/GiB/TiB = 2^10k); a bare K/M/G/T means the binary unit.
 Result<std::uint64_t> parse_size(std::string_view text);

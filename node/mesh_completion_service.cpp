@@ -514,6 +514,8 @@ api::Health MeshCompletionService::health() {
     if (active && active->local_head) {
         load.head_running = static_cast<std::int64_t>(active->local_head->n_active());
         load.head_queued = static_cast<std::int64_t>(active->local_head->n_waiting());
+        load.head_kv_positions = active->local_head->kv_positions();
+        load.head_paused = active->local_head->n_preempted();
     }
     health.load = load;
     return health;

@@ -221,6 +221,8 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // mesh_runtime_planning.cpp
     void plan_if_due(mesh::Clock::time_point now);
     void mark_plan_dirty(const std::string& why);
+    // The planner's input: this node's model and options, the alive members' capacities.
+    mesh::PlanRequest plan_request() const;
     mesh::Result<mesh::Plan> compute_plan() const;
     bool members_see_each_other() const;
     // Nodes that members report links to but that are not members here (not linked yet).

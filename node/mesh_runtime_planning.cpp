@@ -132,7 +132,7 @@ void MeshRuntime::Impl::set_unavailable(std::string why, bool plan_expected) {
     active_built = false;
 }
 
-mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
+mesh::PlanRequest MeshRuntime::Impl::plan_request() const {
     mesh::PlanRequest request;
     request.shape = options.shape;
     request.tied_embeddings = options.tied_embeddings;
@@ -155,6 +155,11 @@ mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
         }
     }
     request.default_rtt_s = mesh::median_measured_rtt_s(request.links, request.default_rtt_s);
+    return request;
+}
+
+mesh::Result<mesh::Plan> MeshRuntime::Impl::compute_plan() const {
+    const mesh::PlanRequest request = plan_request();
     std::string nodes;
     for (const mesh::NodeCapacity& n : request.nodes) {
         nodes.append(" ")
@@ -310,6 +315,15 @@ void MeshRuntime::Impl::activate(const mesh::PlanPropose& plan) {
     route.self = key.id();
     route.stages = plan.stages;
     route.activations = options.activations;
+    if (plan.stages.size() > 1) {
+        // The head keeps its sequences within what every stage's memory holds (a stage of a
+        // split cannot make room itself: its sequences' samplers are on the tail).
+        std::vector<mesh::PlannedStage> stages;
+        for (const mesh::StageAssignment& s : plan.stages) {
+            stages.push_back({s.node, {s.first_layer, s.last_layer}});
+        }
+        route.kv_positions = mesh::pipeline_kv_positions(plan_request(), stages);
+    }
     // A stage node this node has no link to yet (it joined a moment ago) is linked to shortly;
     // one that is gone is reported by membership, which deactivates the pipeline again.
     logger->info("plan {} committed: {}", plan.epoch, describe_stages(plan.stages));

@@ -196,10 +196,11 @@ model::Result<std::shared_ptr<StageResources>> load_stage_resources(const ModelF
     stage_options.kv_dtype = options.kv_dtype;
     auto stage = model::Stage::load(model.dir, range, *resources->backend, stage_options);
     if (!stage) return stage.error();
-    // The KV budget holds only where this node runs the whole model. In a split, a request that
-    // outgrows a stage's budget while generating could only fail (its sampler is on the tail, so
-    // the head cannot recompute it); with budgets there, a 3-minute soak of 2.5 MB nodes failed
-    // 21 requests mid-stream (bench/RESULTS.md, Elasticity, session 11).
+    // The KV budget is set here only where this node runs the whole model. A stage of a split
+    // that ran out of room could only fail the request (its sampler is on the tail); with
+    // budgets there, a 3-minute soak of 2.5 MB nodes failed 21 requests mid-stream (bench/
+    // RESULTS.md, Elasticity, session 11). Instead the head of a split bounds its sequences by
+    // the positions every stage holds (PipelineRoute::kv_positions) and pauses them itself.
     const bool whole_model = range.first == 0 && range.last == model.config.n_layers;
     if (options.memory_bytes != 0 && whole_model) {
         const std::uint64_t weights = (*stage)->weights().n_bytes;

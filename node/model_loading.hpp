@@ -41,7 +41,7 @@ struct StageLoadOptions {
     model::DType kv_dtype = model::DType::kF16;  // StageOptions::kv_dtype
     // Memory offered for the stage's weights and KV (serve --memory). A stage of the whole model
     // bounds its KV cache by what the weights leave, so long requests wait or fail instead of
-    // exhausting the machine; a stage of a split does not (load_stage_resources says why).
+    // exhausting the machine; a split is bounded by its head (load_stage_resources says why).
     // 0 = no limit.
     std::uint64_t memory_bytes = 0;
     bool show_progress = true;  // read the range's weight files first, with a bar on a tty

@@ -74,6 +74,18 @@ struct PipelineHead::Impl {
           logger(std::move(logger)),
           texts(model.tokenizer),
           n_stages(owner.route_.stages.size()) {
+        auto& kv = resources->stage->kv_cache();
+        if (n_stages > 1 && owner.route_.kv_positions > 0) {
+            // Every stage holds the positions of every sequence here: kept within what the
+            // tightest stage holds, no stage outgrows its memory, and a sequence that runs out
+            // of room pauses here (give_back_kv) instead of failing on a stage.
+            kv.set_max_bytes(owner.route_.kv_positions * kv.bytes_per_position());
+            this->logger->info("plan {}: KV for {} positions across the pipeline's stages",
+                               owner.route_.epoch, owner.route_.kv_positions);
+        }
+        if (kv.limits().max_bytes > 0 && kv.bytes_per_position() > 0) {
+            kv_positions = kv.limits().max_bytes / kv.bytes_per_position();
+        }
         // Several stages: the head's cache decides, the others mirror it (KvPrefix frames).
         prefix_cache.emplace(resources->stage->kv_cache(), options.prefix_cache_bytes,
                              [this](std::uint64_t kv_id) { tell_stages_drop(kv_id); });
@@ -87,6 +99,7 @@ struct PipelineHead::Impl {
     std::shared_ptr<spdlog::logger> logger;
     TokenTexts texts;
     const std::size_t n_stages;
+    std::uint64_t kv_positions = 0;  // set once by the constructor
 
     // Shared with the API threads, under `mutex`.
     mutable std::mutex mutex;
@@ -134,6 +147,9 @@ struct PipelineHead::Impl {
     }
     void admit(Submission s);
     void step();
+    // Releases a running sequence's KV (here and on the other stages) so that it computes its
+    // tokens again once room frees.
+    void give_back_kv(HeadSequence& seq);
     void sample_locally(const model::StageOutput& out);
     void send_downstream(const model::StageOutput& out);
     void on_tokens(mesh::TokenFrame& frame);
@@ -286,6 +302,8 @@ std::uint64_t PipelineHead::n_preempted() const {
     std::lock_guard lock(impl_->mutex);
     return impl_->n_preempted_mirror;
 }
+
+std::uint64_t PipelineHead::kv_positions() const { return impl_->kv_positions; }
 
 // ---------------------------------------------------------------------------------------------
 // Compute thread
@@ -498,21 +516,12 @@ void PipelineHead::Impl::reserve_batch_kv() {
             refusal = reserve_kv(kv, e.seq_id, n_positions);
         }
         const bool holds_kv = kv.contains(e.seq_id);
-        if (refusal && refusal->kind == api::ErrorKind::overloaded &&
-            (!holds_kv || n_stages == 1)) {
+        if (refusal && refusal->kind == api::ErrorKind::overloaded) {
             // Rather than a 429, it waits until a running sequence ends and frees room. One
-            // that holds KV (one stage: the sampler is here) gives it back first and computes
-            // its tokens again when it resumes, so the others can go on meanwhile.
-            if (holds_kv) {
-                logger->info(
-                    "{}: KV memory full at {} positions: gives them back and waits "
-                    "for a running request to end",
-                    label(*owners[i]), owners[i]->n_computed);
-                kv.release(e.seq_id);
-                owners[i]->n_computed = 0;
-                owners[i]->n_input = static_cast<std::int64_t>(owners[i]->tokens.size());
-                ++n_preempted;
-            } else if (!owners[i]->kv_wait_since) {
+            // that holds KV gives it back first and computes its tokens again when it resumes,
+            // so the others can go on meanwhile.
+            if (holds_kv) give_back_kv(*owners[i]);
+            if (!holds_kv && !owners[i]->kv_wait_since) {
                 logger->debug("{}: waits for KV memory ({} positions)", label(*owners[i]),
                               n_positions);
             }
@@ -542,6 +551,24 @@ void PipelineHead::Impl::reserve_batch_kv() {
              "request " + label(active.front()) +
                  ": this node's KV memory is held and nothing running will free it; retry later");
     }
+}
+
+void PipelineHead::Impl::give_back_kv(HeadSequence& seq) {
+    logger->info(
+        "{}: KV memory full at {} positions: gives them back and waits for a running "
+        "request to end",
+        label(seq), seq.n_computed);
+    resources->stage->kv_cache().release(seq.kv_id);
+    if (n_stages > 1 && sender != nullptr) {
+        // The other stages drop its KV and the tail its sampler, behind its last activations;
+        // the rerun starts again from position 0 with the setup, and the tail's new sampler
+        // takes the generated tokens as history (the same draws as a resumed request).
+        sender->send(owner.route_.stages[1].node, mesh::Cancel{seq.request_id, "paused"});
+        seq.setup_sent = false;
+    }
+    seq.n_computed = 0;
+    seq.n_input = static_cast<std::int64_t>(seq.tokens.size());
+    ++n_preempted;
 }
 
 void PipelineHead::Impl::sample_locally(const model::StageOutput& out) {

@@ -102,9 +102,11 @@ public:
     std::size_t n_waiting() const;
     // Sequences in this stage's KV cache, the prefix cache's included (tests, /v1/mesh).
     std::size_t n_kv_sequences() const;
-    // Sequences (one stage only) that gave their KV back to wait for room and computed their
+    // Sequences that gave their KV back to wait for room (on every stage) and computed their
     // tokens again when they resumed.
     std::uint64_t n_preempted() const;
+    // KV positions this head keeps its sequences within (its cache's budget), 0: no bound.
+    std::uint64_t kv_positions() const;
 
 private:
     struct Impl;

@@ -48,6 +48,9 @@ struct PipelineRoute {
     mesh::NodeId self;
     std::vector<mesh::StageAssignment> stages;  // in layer order; front() is the head
     mesh::ActivationDType activations = mesh::ActivationDType::kBF16;
+    // Several stages: KV positions every stage holds beside its weights (mesh::
+    // pipeline_kv_positions), which the head keeps its sequences within. 0: no bound.
+    std::uint64_t kv_positions = 0;
 
     const mesh::NodeId& head() const { return stages.front().node; }
     const mesh::NodeId& tail() const { return stages.back().node; }

@@ -378,6 +378,37 @@ TEST(Planner, ManyNodesStayFast) {
     EXPECT_GE(plan->stages.size(), 7u);  // 800 MB of layers in 120 MB nodes
 }
 
+// 4 layers of 10 MB, embedding and lm_head 20 MB each (untied), 1 kB of KV per token and layer
+// (0.5 kB on a node with a half-size cache).
+TEST(Planner, PipelineKvPositionsAreTheTightestStagesRoomOverItsKvPerPosition) {
+    PlanRequest r;
+    r.shape = shape(4, 10 * kMB, 20 * kMB, 20 * kMB, 1000);
+    r.nodes = {node(1, 50 * kMB, 0.001), node(2, 100 * kMB, 0.001), node(3, 100 * kMB, 0.001)};
+    r.nodes[2].kv_bytes_per_token_per_layer = 500;
+    // Head on node 1: 2 layers + embedding = 40 MB, 10 MB left at 2 kB a position.
+    // Tail on node 2: 2 layers + lm_head = 40 MB, 60 MB left: 30,000 positions.
+    const std::vector<PlannedStage> split = {{id_of(1), {0, 2}}, {id_of(2), {2, 4}}};
+    EXPECT_EQ(pipeline_kv_positions(r, split), 5'000u);
+    // The tail on node 3 instead, 3 layers at 0.5 kB each: 50 MB left, 33,333 positions; the
+    // head still bounds it.
+    const std::vector<PlannedStage> other = {{id_of(1), {0, 1}}, {id_of(3), {1, 4}}};
+    EXPECT_EQ(pipeline_kv_positions(r, other), (50 - 30) * kMB / 1000);  // head: 1 layer + emb
+    // Tied embeddings: the tail that is not the head holds the embedding again.
+    r.tied_embeddings = true;
+    r.shape.lm_head_bytes = 0;
+    EXPECT_EQ(pipeline_kv_positions(r, split), 5'000u);  // node 2: 60 MB left, 30,000
+    r.nodes[1].memory_bytes = 45 * kMB;                  // node 2: 5 MB left at 2 kB: 2,500
+    EXPECT_EQ(pipeline_kv_positions(r, split), 2'500u);
+    // No room at all is a bound of 1 (nothing fits), not 0 (no bound).
+    r.nodes[1].memory_bytes = 30 * kMB;
+    EXPECT_EQ(pipeline_kv_positions(r, split), 1u);
+    // A stage on a node without a capacity, or one that offers nothing: no bound is known.
+    const std::vector<PlannedStage> stranger = {{id_of(1), {0, 2}}, {id_of(9), {2, 4}}};
+    EXPECT_EQ(pipeline_kv_positions(r, stranger), 0u);
+    r.nodes[0].memory_bytes = 0;
+    EXPECT_EQ(pipeline_kv_positions(r, split), 0u);
+}
+
 TEST(ParseSize, UnitsAndErrors) {
     EXPECT_EQ(*parse_size("6MB"), 6000000u);
     EXPECT_EQ(*parse_size("24GB"), 24000000000u);

@@ -57,7 +57,7 @@ TEST(KvBudget, BudgetIsWhatTheWeightsLeaveOfTheOfferedMemory) {
     EXPECT_GT(weights, 0u);
     EXPECT_EQ((*loaded)->stage->kv_cache().limits().max_bytes, options.memory_bytes - weights);
 
-    // A stage of a split keeps growing its KV: no budget whatever is offered.
+    // A stage of a split sets no budget of its own: its head bounds the pipeline's positions.
     for (const model::LayerRange range : {model::LayerRange{0, 2}, model::LayerRange{2, 4}}) {
         auto part = load_stage_resources(demo_frontend(), range, options, *quiet_logger());
         ASSERT_TRUE(part) << part.error().message;
@@ -185,6 +185,60 @@ TEST(KvBudget, OneStageSequencePausesInsteadOfFailingWhenBothOutgrowTheBudget) {
         events.push_back(submit(mesh, long_request(1 + i, texts[i], 200)));
     }
     for (std::size_t i = 0; i < texts.size(); ++i) {
+        ASSERT_TRUE(events[i]->wait());
+        EXPECT_FALSE(events[i]->failed) << events[i]->error;
+        EXPECT_EQ(events[i]->ids(), alone[i]) << "request " << i;
+    }
+    EXPECT_GE(mesh.head().n_preempted(), 1u);
+}
+
+// The head of a split bounds its KV by the positions its route says every stage holds
+// (MeshRuntime computes them with mesh::pipeline_kv_positions); without a figure it is unbounded
+// as the other stages are.
+TEST(KvBudget, TheHeadOfASplitKeepsItsSequencesWithinThePositionsOfItsRoute) {
+    const auto& model = demo_frontend();
+    for (const std::uint64_t positions : {std::uint64_t{300}, std::uint64_t{0}}) {
+        PipelineRoute route;
+        route.epoch = 3;
+        route.self = node_id(0);
+        route.stages = {{node_id(0), 0, 2}, {node_id(1), 2, 4}};
+        route.kv_positions = positions;
+        auto resources = load_range(model, {0, 2}, 1);
+        PipelineHead head(model, resources, route, nullptr, {}, quiet_logger());
+        const auto& kv = resources->stage->kv_cache();
+        EXPECT_EQ(kv.limits().max_bytes, positions * kv.bytes_per_position()) << positions;
+    }
+}
+
+// The same in a pipeline of two stages, one request greedy and one sampled with a seed and a
+// frequency penalty: the head bounds the KV (its budget stands for every stage's, see
+// pipeline_kv_positions), the one that runs out of room gives its KV back on both stages, and
+// its rerun on the tail (a new sampler that takes the generated tokens as history) goes on with
+// the draws it would have made alone.
+TEST(KvBudget, TwoStageSequencePausesInsteadOfFailingWhenBothOutgrowTheBudget) {
+    const auto& model = demo_frontend();
+    std::vector<HeadRequest> requests = {long_request(1, "Tell me about the sea.", 200),
+                                         long_request(2, "Where do birds live?", 200)};
+    requests[1].setup.sampling.temperature = 0.9f;
+    requests[1].setup.sampling.seed = 1234;
+    requests[1].setup.sampling.frequency_penalty = 0.5f;
+    std::vector<std::vector<std::int32_t>> alone;
+    {
+        TestMesh one(model, {{0, 2}, {2, 4}}, ActivationDType::kF32);
+        for (const auto& r : requests) {
+            auto e = submit(one, r);
+            ASSERT_TRUE(e->wait());
+            ASSERT_FALSE(e->failed) << e->error;
+            alone.push_back(e->ids());
+        }
+    }
+    PipelineHeadOptions options;
+    options.max_active = 2;
+    TestMesh mesh(model, {{0, 2}, {2, 4}}, ActivationDType::kF32, options);
+    mesh.kv(0).set_max_bytes(positions_bytes(mesh, 0, 300));
+    std::vector<std::shared_ptr<RecordingEvents>> events;
+    for (const auto& r : requests) events.push_back(submit(mesh, r));
+    for (std::size_t i = 0; i < requests.size(); ++i) {
         ASSERT_TRUE(events[i]->wait());
         EXPECT_FALSE(events[i]->failed) << events[i]->error;
         EXPECT_EQ(events[i]->ids(), alone[i]) << "request " << i;
