@@ -44,11 +44,13 @@ TEST(Router, HealthCarriesTheRequestLoad) {
     Router router({}, service);
     EXPECT_EQ(json::parse(route(router, "GET", "/health").response->body),
               json({{"status", "ok"}}));
-    service.health_.load = RequestLoad{3, 2, 1};
-    EXPECT_EQ(json::parse(route(router, "GET", "/health").response->body),
-              json({{"status", "ok"},
-                    {"requests", {{"in_flight", 3}}},
-                    {"head", {{"running", 2}, {"queued", 1}}}}));
+    service.health_.load = RequestLoad{3, 2, 1, 380, 2};
+    EXPECT_EQ(
+        json::parse(route(router, "GET", "/health").response->body),
+        json({{"status", "ok"},
+              {"requests", {{"in_flight", 3}}},
+              {"head",
+               {{"running", 2}, {"queued", 1}, {"kv_positions", 380}, {"paused_for_kv", 2}}}}));
     service.health_.load = RequestLoad{4, -1, -1};
     EXPECT_EQ(json::parse(route(router, "GET", "/health").response->body),
               json({{"status", "ok"}, {"requests", {{"in_flight", 4}}}}));
