@@ -22,6 +22,24 @@ const ModelInfo* find_model(const std::vector<ModelInfo>& models, std::string_vi
     return nullptr;
 }
 
+nlohmann::json health_json(const Health& health) {
+    const char* state = health.state == HealthState::ok        ? "ok"
+                        : health.state == HealthState::loading ? "loading"
+                                                               : "unavailable";
+    nlohmann::json body = {{"status", state}};
+    if (!health.detail.empty()) body["detail"] = health.detail;
+    if (health.load) {
+        body["requests"] = {{"in_flight", health.load->in_flight}};
+        if (health.load->head_running >= 0) {
+            body["head"] = {{"running", health.load->head_running},
+                            {"queued", health.load->head_queued},
+                            {"kv_positions", health.load->head_kv_positions},
+                            {"paused_for_kv", health.load->head_paused}};
+        }
+    }
+    return body;
+}
+
 void Cancellation::cancel() {
     std::vector<std::function<void()>> to_run;
     {

@@ -279,6 +279,10 @@ struct Health {
     std::optional<RequestLoad> load;  // absent where the service does not count requests
 };
 
+// GET /health's body: {"status": "ok" | "loading" | "unavailable", "detail"?, "requests"?,
+// "head"?}.
+nlohmann::json health_json(const Health& health);
+
 // The model a client's `model` names, for services: an exact id or alias (the node lists the
 // directory path and `--alias` names as aliases), or "" / "default_model" for the first model.
 // nullptr means 404 `model_not_found`.
@@ -304,6 +308,11 @@ public:
     // nullopt when this server is not part of a mesh (the route then answers 404). Thread-safe;
     // may wait briefly for the mesh's own thread.
     virtual std::optional<nlohmann::json> mesh_status() { return std::nullopt; }
+
+    // For the status page at GET / (behind the API key, as /v1/mesh): the node's state for
+    // people in plain text, as `brigade status` prints it, or nullopt (the page then shows the
+    // health alone). Thread-safe; may wait briefly, as mesh_status.
+    virtual std::optional<std::string> status_text() { return std::nullopt; }
 };
 
 }  // namespace brigade::api

@@ -4,6 +4,7 @@
 
 #include "api/errors.hpp"
 #include "api/openai_responses.hpp"
+#include "api/status_page.hpp"
 
 namespace brigade::api {
 
@@ -34,9 +35,10 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
     return diff == 0;
 }
 
-enum class Route { health, models, mesh, chat, completions, unknown };
+enum class Route { status_page, health, models, mesh, chat, completions, unknown };
 
 Route route_of(std::string_view path) {
+    if (path == "/") return Route::status_page;
     if (path == "/health" || path == "/v1/health") return Route::health;
     if (path == "/v1/models" || path == "/models") return Route::models;
     if (path == "/v1/mesh") return Route::mesh;
@@ -132,7 +134,8 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
             request_id);
         return result;
     }
-    const bool want_get = route == Route::health || route == Route::models || route == Route::mesh;
+    const bool want_get = route == Route::status_page || route == Route::health ||
+                          route == Route::models || route == Route::mesh;
     if (request.method != (want_get ? "GET" : "POST") && !(want_get && request.method == "HEAD")) {
         result.response = error_response(
             make_api_error(ErrorKind::method_not_allowed,
@@ -142,8 +145,10 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
         result.response->headers.emplace_back("Allow", want_get ? "GET, HEAD" : "POST");
         return result;
     }
-    // /health stays open so that load balancers and `brigade status` need no key.
-    if (route != Route::health && !authorized(request.authorization)) {
+    // /health stays open so that load balancers and `brigade status` need no key; the status
+    // page too, showing no more than the health without the key.
+    if (route != Route::health && route != Route::status_page &&
+        !authorized(request.authorization)) {
         result.response = error_response(
             make_api_error(ErrorKind::unauthorized,
                            request.authorization.empty()
@@ -157,22 +162,25 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
         case Route::health: {
             const Health health = service_.health();
             SimpleResponse response;
-            const char* state = health.state == HealthState::ok        ? "ok"
-                                : health.state == HealthState::loading ? "loading"
-                                                                       : "unavailable";
-            nlohmann::json body = {{"status", state}};
-            if (!health.detail.empty()) body["detail"] = health.detail;
-            if (health.load) {
-                body["requests"] = {{"in_flight", health.load->in_flight}};
-                if (health.load->head_running >= 0) {
-                    body["head"] = {{"running", health.load->head_running},
-                                    {"queued", health.load->head_queued},
-                                    {"kv_positions", health.load->head_kv_positions},
-                                    {"paused_for_kv", health.load->head_paused}};
-                }
-            }
             response.status = health.state == HealthState::ok ? 200 : 503;
-            response.body = dump_json(body);
+            response.body = dump_json(health_json(health));
+            result.response = std::move(response);
+            return result;
+        }
+        case Route::status_page: {
+            SimpleResponse response;
+            response.content_type = "text/html; charset=utf-8";
+            const std::vector<ModelInfo> models = service_.list_models();
+            const Health health = service_.health();
+            StatusPage page;
+            page.model = models.empty() ? "" : models.front().id;
+            page.health = health_json(health);
+            if (authorized(request.authorization)) {
+                page.status_text = service_.status_text();
+            } else {
+                page.locked = true;
+            }
+            response.body = render_status_page(page);
             result.response = std::move(response);
             return result;
         }

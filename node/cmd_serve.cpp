@@ -32,6 +32,7 @@
 #include "node/mesh_runtime_pipeline.hpp"
 #include "node/model_loading.hpp"
 #include "node/model_shape.hpp"
+#include "node/status_text.hpp"
 
 namespace brigade::node {
 namespace {
@@ -110,6 +111,10 @@ public:
     std::optional<nlohmann::json> mesh_status() override {
         if (runtime_ == nullptr) return std::nullopt;
         return runtime_->status();
+    }
+    std::optional<std::string> status_text() override {
+        if (runtime_ == nullptr) return std::nullopt;
+        return format_status(runtime_->status()) + format_load(api::health_json(health()));
     }
 
 private:

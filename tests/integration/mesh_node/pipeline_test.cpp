@@ -205,6 +205,14 @@ TEST_F(DemoThreeStagesF32, StatusCommandShowsNodesPlanAndLinks) {
             EXPECT_EQ(view["plan"]["stages"][i]["first_layer"], plan["stages"][i]["first_layer"]);
         }
     }
+    // The same for a browser: the status page at / on each node, as HTML.
+    for (auto& node : mesh_->nodes()) {
+        const auto page = node->get("/");
+        ASSERT_EQ(page.status, 200) << page.body;
+        EXPECT_NE(page.body.find("<pre>mesh "), std::string::npos) << page.body;
+        EXPECT_NE(page.body.find("3 stages"), std::string::npos) << page.body;
+        EXPECT_NE(page.body.find("requests at this node: "), std::string::npos) << page.body;
+    }
     // A node that is not there: a clear error, not a hang.
     auto gone = run_brigade({"status", "--url", "http://127.0.0.1:1", "--timeout", "5"}, 30);
     EXPECT_EQ(gone.exit_code, 1);

@@ -84,7 +84,7 @@ TEST(Router, CompletionRequestsCarryTheId) {
 TEST(Router, ErrorsAndMethods) {
     StaticService service;
     Router router({}, service);
-    EXPECT_EQ(route(router, "GET", "/").response->status, 404);
+    EXPECT_EQ(route(router, "GET", "/nowhere").response->status, 404);
     EXPECT_EQ(route(router, "DELETE", "/v1/models").response->status, 405);
     EXPECT_EQ(route(router, "HEAD", "/health").response->status, 200);
     auto bad = route(router, "POST", "/v1/chat/completions", "not json");
