@@ -32,6 +32,7 @@
 #include "node/mesh_runtime_pipeline.hpp"
 #include "node/model_loading.hpp"
 #include "node/model_shape.hpp"
+#include "node/serve_run.hpp"
 #include "node/status_text.hpp"
 
 namespace brigade::node {
@@ -380,6 +381,30 @@ int serve_command(const ServeArgs& args) {
                     port.error().message());
     }
 
+    // `brigade stop` finds this process by the record in the home (removed again on the way out).
+    const std::string host_text =
+        args.host.find(':') != std::string::npos ? "[" + args.host + "]" : args.host;
+    const ServeRun run{static_cast<int>(::getpid()),
+                       "http://" + host_text + ":" + std::to_string(*port),
+                       std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count()};
+    if (auto earlier = read_serve_run(home);
+        earlier && *earlier && (*earlier)->pid != run.pid && process_running((*earlier)->pid)) {
+        logger->warn(
+            "another brigade serve (pid {}, {}) runs with the home {}: `brigade stop` "
+            "will stop this one",
+            (*earlier)->pid, (*earlier)->url, home.string());
+    }
+    if (auto written = write_serve_run(home, run); !written) {
+        logger->warn("{} (`brigade stop` will not find this node)", written.error().message);
+    }
+    struct RunRecord {
+        const std::filesystem::path& home;
+        int pid;
+        ~RunRecord() { remove_serve_run(home, pid); }
+    } run_record{home, run.pid};
+
     StopSignal stop;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int signal) {
@@ -397,8 +422,6 @@ int serve_command(const ServeArgs& args) {
     }
     if (!stop.why()) {
         if (!args.port_file.empty()) std::ofstream(args.port_file) << *port << "\n";
-        const std::string host_text =
-            args.host.find(':') != std::string::npos ? "[" + args.host + "]" : args.host;
         std::printf("brigade serve: ready at http://%s:%u/v1 (model '%s')\n", host_text.c_str(),
                     static_cast<unsigned>(*port), model.info.id.c_str());
         std::fflush(stdout);

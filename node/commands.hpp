@@ -62,5 +62,6 @@ void add_chat_command(CLI::App& app, CommandSet& commands);
 void add_plan_command(CLI::App& app, CommandSet& commands);
 void add_mesh_command(CLI::App& app, CommandSet& commands);
 void add_status_command(CLI::App& app, CommandSet& commands);
+void add_stop_command(CLI::App& app, CommandSet& commands);
 
 }  // namespace brigade::node

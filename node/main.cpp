@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     brigade::node::add_plan_command(app, commands);
     brigade::node::add_mesh_command(app, commands);
     brigade::node::add_status_command(app, commands);
+    brigade::node::add_stop_command(app, commands);
 
     CLI11_PARSE(app, argc, argv);
     try {

@@ -13,15 +13,17 @@
 
 namespace brigade::test {
 
-enum class Disrupt { kKill, kTerminate, kCustom };
+// kStopCommand: `brigade stop` with the victim's BRIGADE_HOME (SIGTERM found by its record).
+enum class Disrupt { kKill, kTerminate, kStopCommand, kCustom };
 
 struct DisruptionResult {
     WatchedStream first;   // /v1/completions at the first entry node
     WatchedStream second;  // /v1/chat/completions at the second entry node
     bool fired = false;    // the victim was hit while the first stream ran
     SteadyClock::time_point fired_at;
-    int exit_code = -2;                 // kTerminate: the victim's exit code
-    SteadyClock::time_point exited_at;  // kTerminate: when it had exited
+    int exit_code = -2;                 // kTerminate, kStopCommand: the victim's exit code
+    SteadyClock::time_point exited_at;  // kTerminate, kStopCommand: when it had exited
+    CommandResult stop_command;         // kStopCommand: what `brigade stop` said
 };
 
 inline constexpr std::size_t kDisruptAtChunk = 12;
@@ -37,26 +39,36 @@ inline DisruptionResult run_disruption(NodeProcess& victim, Disrupt how, NodePro
     });
     // Let the second request be admitted before the first starts, so both are in flight.
     std::this_thread::sleep_for(Millis(50));
-    r.first = watched_stream(entry_a.url(), "/v1/completions", long_completion_body(),
-                             [&](std::size_t n) {
-                                 if (n != kDisruptAtChunk || r.fired) return;
-                                 r.fired_at = SteadyClock::now();
-                                 r.fired = true;
-                                 switch (how) {
-                                     case Disrupt::kKill:
-                                         ::kill(victim.pid(), SIGKILL);
-                                         break;
-                                     case Disrupt::kTerminate:
-                                         terminator = std::thread([&] {
-                                             r.exit_code = victim.terminate(Seconds(30));
-                                             r.exited_at = SteadyClock::now();
-                                         });
-                                         break;
-                                     case Disrupt::kCustom:
-                                         if (custom) custom();
-                                         break;
-                                 }
-                             });
+    r.first = watched_stream(
+        entry_a.url(), "/v1/completions", long_completion_body(), [&](std::size_t n) {
+            if (n != kDisruptAtChunk || r.fired) return;
+            r.fired_at = SteadyClock::now();
+            r.fired = true;
+            switch (how) {
+                case Disrupt::kKill:
+                    ::kill(victim.pid(), SIGKILL);
+                    break;
+                case Disrupt::kTerminate:
+                    terminator = std::thread([&] {
+                        r.exit_code = victim.terminate(Seconds(30));
+                        r.exited_at = SteadyClock::now();
+                    });
+                    break;
+                case Disrupt::kStopCommand:
+                    terminator = std::thread([&] {
+                        r.stop_command =
+                            run_brigade_env({"stop", "--timeout", "30"},
+                                            {{"BRIGADE_HOME", victim.home().string()}}, 40);
+                        // It returns once the node has exited.
+                        r.exited_at = SteadyClock::now();
+                        r.exit_code = victim.terminate(Seconds(5));
+                    });
+                    break;
+                case Disrupt::kCustom:
+                    if (custom) custom();
+                    break;
+            }
+        });
     second.join();
     if (terminator.joinable()) terminator.join();
     if (how == Disrupt::kKill) victim.kill_now();  // reap it

@@ -1,7 +1,7 @@
-// Graceful leave (issue 7): SIGTERM on a stage node in the middle of two 200-token greedy
-// generations. The node announces its departure, the mesh re-plans around it, the in-flight
-// requests move to the new pipeline without an error, and the node exits by itself (code 0)
-// within its drain time.
+// Graceful leave (issue 7): SIGTERM (or `brigade stop`, which sends it) on a stage node in the
+// middle of two 200-token greedy generations. The node announces its departure, the mesh
+// re-plans around it, the in-flight requests move to the new pipeline without an error, and the
+// node exits by itself (code 0) within its drain time.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -25,7 +25,7 @@ protected:
     }
 
     // SIGTERM on stage `stage` while requests entered at two other nodes run.
-    void leave_during_generation(const std::string& name, std::size_t stage) {
+    void leave_during_generation(const std::string& name, std::size_t stage, Disrupt how) {
         auto spec = elastic_spec(name);
         spec.extra_args = {"--drain-ms", "10000"};
         ElasticMesh mesh(spec);
@@ -37,9 +37,17 @@ protected:
         const auto epoch = mesh.epoch();
         const auto victim_id = mesh.id_of(victim);
 
-        auto r = run_disruption(*victim, Disrupt::kTerminate, *entries[0], *entries[1]);
-        const std::string what = "stage " + std::to_string(stage) + " left (SIGTERM)";
+        auto r = run_disruption(*victim, how, *entries[0], *entries[1]);
+        const std::string what = "stage " + std::to_string(stage) + " left (" +
+                                 (how == Disrupt::kStopCommand ? "brigade stop" : "SIGTERM") + ")";
         expect_both_streams_complete(r, *ref_, what, mesh.logs());
+        if (how == Disrupt::kStopCommand) {
+            EXPECT_EQ(r.stop_command.exit_code, 0)
+                << r.stop_command.out << r.stop_command.err << "\n"
+                << victim->logs();
+            EXPECT_NE(r.stop_command.out.find("stopped after"), std::string::npos)
+                << r.stop_command.out;
+        }
         EXPECT_EQ(r.exit_code, 0) << what << ": the leaving node did not exit cleanly\n"
                                   << victim->logs();
         if (r.fired && r.exit_code >= 0) {
@@ -54,9 +62,15 @@ protected:
     const Reference* ref_ = nullptr;
 };
 
-TEST_F(ElasticLeave, MiddleStageLeavesDuringGeneration) { leave_during_generation("lmid", 1); }
+TEST_F(ElasticLeave, MiddleStageLeavesDuringGeneration) {
+    leave_during_generation("lmid", 1, Disrupt::kTerminate);
+}
 
-TEST_F(ElasticLeave, HeadStageLeavesDuringGeneration) { leave_during_generation("lhead", 0); }
+// The head is stopped with `brigade stop`, as a person would: the command finds the node by
+// its home and returns once it has left and exited.
+TEST_F(ElasticLeave, HeadStageLeavesDuringGeneration) {
+    leave_during_generation("lhead", 0, Disrupt::kStopCommand);
+}
 
 // Requests that arrive while a stage leaves (SIGTERM) are held and served on the next plan,
 // none refused: the mesh re-plans around the leaving node before it goes.
