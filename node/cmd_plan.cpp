@@ -1,8 +1,10 @@
-// `brigade plan`: the what-if layer split for this node plus hypothetical ones (issue 6). Pure
-// prediction with mesh::make_plan; nothing is loaded beyond a quick speed measurement.
+// `brigade plan`: the what-if layer split for this node plus hypothetical ones (issue 6), or,
+// with --url, for a running mesh as its GET /v1/mesh shows it, with nodes added or taken out.
+// Pure prediction with mesh::make_plan; nothing is loaded beyond a quick speed measurement.
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +14,8 @@
 
 #include "mesh/planner.hpp"
 #include "node/commands.hpp"
+#include "node/http_client.hpp"
+#include "node/mesh_what_if.hpp"
 #include "node/model_ref.hpp"
 #include "node/model_shape.hpp"
 
@@ -30,6 +34,12 @@ struct PlanOptions {
     std::string memory;
     std::optional<double> speed;
     std::vector<std::string> add_nodes;
+    std::vector<std::string> remove_nodes;  // --url: id prefixes of the mesh's nodes
+    std::string url;                        // a node of a running mesh
+    std::string api_key;
+    double timeout_s = 10;
+    std::optional<int> concurrency_given;
+    std::optional<int> ctx_given;
     int concurrency = 1;
     int ctx = 4096;
     bool kv_f32 = false;  // nodes keep their KV cache in f32 (serve --kv-f32)
@@ -163,13 +173,13 @@ nlohmann::json plan_json(const mesh::Plan& plan, const std::vector<PlanNode>& no
             {"hop_s", plan.hop_s}};
 }
 
-void print_plan(const mesh::Plan& plan, const std::vector<PlanNode>& nodes,
-                const std::map<mesh::NodeId, std::size_t>& index_of, int concurrency) {
-    std::printf("plan: %zu stage%s\n", plan.stages.size(), plan.stages.size() == 1 ? "" : "s");
+// The stages of a plan, one line each, and its predicted speed; `name_of` names the nodes.
+void print_stages(const mesh::Plan& plan,
+                  const std::function<std::string(const mesh::NodeId&)>& name_of, int concurrency) {
     for (std::size_t i = 0; i < plan.stages.size(); ++i) {
         const auto& s = plan.stages[i];
         std::printf("  stage %zu  %-12s layers [%d, %d)  %10s  %8.1f tok/s\n", i,
-                    nodes[index_of.at(s.node)].name.c_str(), s.layers.first, s.layers.last,
+                    name_of(s.node).c_str(), s.layers.first, s.layers.last,
                     mesh::format_size(s.memory_bytes).c_str(), s.tok_s);
     }
     std::printf("predicted decode: %.1f tok/s for one stream alone", plan.single_stream_tok_s);
@@ -178,6 +188,139 @@ void print_plan(const mesh::Plan& plan, const std::vector<PlanNode>& nodes,
                     plan.stream_tok_s, plan.aggregate_tok_s);
     }
     std::printf("\n");
+}
+
+// --url: the mesh's committed plan, then the planner's plan for the mesh with the changes asked
+// for (none: the plan its coordinator would make now).
+int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
+                      const std::filesystem::path& model_dir) {
+    const char* const me = "brigade plan";
+    auto fail = [me](const std::string& why) {
+        std::fprintf(stderr, "%s: %s\n", me, why.c_str());
+        return 1;
+    };
+    if (!options.memory.empty() || options.speed) {
+        return fail(
+            "--memory and --speed describe this machine; with --url the mesh's nodes "
+            "are planned (add one with --add-node)");
+    }
+    auto url = parse_http_url(options.url);
+    if (!url) return fail(url.error().message);
+    HttpRequest req;
+    req.target = url->base_path + "/v1/mesh";
+    req.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(options.timeout_s * 1000));
+    if (!options.api_key.empty()) {
+        req.headers.emplace_back("Authorization", "Bearer " + options.api_key);
+    }
+    auto resp = http_request(*url, req);
+    if (!resp) return fail("cannot reach " + options.url + ": " + resp.error().message);
+    const auto mesh = nlohmann::json::parse(resp->body, nullptr, /*allow_exceptions=*/false);
+    if (resp->status != 200) {
+        return fail(options.url + "/v1/mesh answered " + std::to_string(resp->status) + ": " +
+                    resp->body);
+    }
+    auto what_if = what_if_from_mesh(mesh, info);
+    if (!what_if) return fail(what_if.error().message);
+    if (options.ctx_given) what_if->request.context_tokens = *options.ctx_given;
+    if (options.concurrency_given)
+        what_if->request.expected_concurrency = *options.concurrency_given;
+    const std::string served =
+        mesh.contains("model") && mesh["model"].is_string() ? mesh["model"].get<std::string>() : "";
+    for (const auto& prefix : options.remove_nodes) {
+        if (auto removed = remove_node(*what_if, prefix); !removed) {
+            return fail(removed.error().message);
+        }
+    }
+    for (std::size_t i = 0; i < options.add_nodes.size(); ++i) {
+        std::string error;
+        auto node = parse_add_node(options.add_nodes[i], static_cast<int>(i) + 1, error);
+        if (!node) return fail(error);
+        add_node(*what_if, node->name, node->memory_bytes, node->seconds_per_layer,
+                 node->rtt_ms.value_or(-1.0));
+    }
+    const auto name_of = [&](const mesh::NodeId& id) { return what_if->name_of(id); };
+    const auto plan = mesh::make_plan(what_if->request);
+    const bool changed = !options.add_nodes.empty() || !options.remove_nodes.empty();
+
+    // The committed plan as the mesh shows it.
+    std::vector<std::pair<std::string, model::LayerRange>> committed;
+    if (mesh.contains("plan") && mesh["plan"].is_object() && mesh["plan"].contains("stages")) {
+        for (const auto& s : mesh["plan"]["stages"]) {
+            auto id = mesh::NodeId::parse(s.value("node", ""));
+            committed.emplace_back(
+                id ? id->short_string() : s.value("node", "?"),
+                model::LayerRange{s.value("first_layer", 0), s.value("last_layer", 0)});
+        }
+    }
+    bool same_as_committed = plan && plan->stages.size() == committed.size();
+    for (std::size_t i = 0; same_as_committed && i < committed.size(); ++i) {
+        same_as_committed = name_of(plan->stages[i].node) == committed[i].first &&
+                            plan->stages[i].layers.first == committed[i].second.first &&
+                            plan->stages[i].layers.last == committed[i].second.last;
+    }
+
+    if (options.json) {
+        nlohmann::json out;
+        out["mesh"] = options.url;
+        out["model"] = served;
+        nlohmann::json nodes = nlohmann::json::array();
+        for (const auto& n : what_if->request.nodes) {
+            nodes.push_back({{"name", name_of(n.id)},
+                             {"memory_bytes", n.memory_bytes},
+                             {"seconds_per_layer", n.seconds_per_layer}});
+        }
+        out["nodes"] = nodes;
+        out["committed"] = mesh.contains("plan") ? mesh["plan"] : nlohmann::json();
+        out["fits"] = static_cast<bool>(plan);
+        if (plan) {
+            nlohmann::json stages = nlohmann::json::array();
+            for (const auto& s : plan->stages) {
+                stages.push_back({{"node", name_of(s.node)},
+                                  {"first_layer", s.layers.first},
+                                  {"last_layer", s.layers.last},
+                                  {"memory_bytes", s.memory_bytes},
+                                  {"tok_s", s.tok_s}});
+            }
+            out["plan"] = {{"stages", stages},
+                           {"single_stream_tok_s", plan->single_stream_tok_s},
+                           {"stream_tok_s", plan->stream_tok_s},
+                           {"aggregate_tok_s", plan->aggregate_tok_s}};
+        } else {
+            out["error"] = plan.error().message;
+        }
+        out["same_as_committed"] = same_as_committed;
+        std::printf("%s\n", out.dump(2).c_str());
+        return plan ? 0 : 1;
+    }
+
+    std::printf("mesh at %s: model '%s', planned with the shape of %s (%d layers)\n",
+                options.url.c_str(), served.c_str(), model_dir.string().c_str(),
+                info.shape.n_layers);
+    for (const auto& n : what_if->request.nodes) {
+        std::printf("node %-12s memory %10s  %.3g s/layer\n", name_of(n.id).c_str(),
+                    mesh::format_size(n.memory_bytes).c_str(), n.seconds_per_layer);
+    }
+    if (committed.empty()) {
+        std::printf("committed plan: none\n");
+    } else {
+        std::printf("committed plan (epoch %s, predicted %.1f tok/s):\n",
+                    mesh["plan"].value("epoch", nlohmann::json(0)).dump().c_str(),
+                    mesh["plan"].value("predicted_tok_s", 0.0));
+        for (std::size_t i = 0; i < committed.size(); ++i) {
+            std::printf("  stage %zu  %-12s layers [%d, %d)\n", i, committed[i].first.c_str(),
+                        committed[i].second.first, committed[i].second.last);
+        }
+    }
+    if (!plan) {
+        std::printf("%s: no layout fits: %s\n", changed ? "with the changes" : "the mesh now",
+                    plan.error().message.c_str());
+        return 1;
+    }
+    std::printf("%s: %zu stage%s%s\n", changed ? "with the changes" : "the planner now",
+                plan->stages.size(), plan->stages.size() == 1 ? "" : "s",
+                same_as_committed ? " (the committed plan)" : "");
+    print_stages(*plan, name_of, what_if->request.expected_concurrency);
+    return 0;
 }
 
 int run_plan(const PlanOptions& options) {
@@ -190,6 +333,11 @@ int run_plan(const PlanOptions& options) {
     auto info = read_model_shape(model->dir, kv_cache_dtype(options.kv_f32));
     if (!info) {
         std::fprintf(stderr, "%s: %s\n", me, info.error().message.c_str());
+        return 1;
+    }
+    if (!options.url.empty()) return run_plan_for_mesh(options, *info, model->dir);
+    if (!options.remove_nodes.empty()) {
+        std::fprintf(stderr, "%s: --remove-node takes nodes out of a running mesh (--url)\n", me);
         return 1;
     }
 
@@ -297,7 +445,10 @@ int run_plan(const PlanOptions& options) {
         std::fprintf(stderr, "%s: no layout fits: %s\n", me, named(plan.error().message).c_str());
         return 1;
     }
-    print_plan(*plan, nodes, index_of, options.concurrency);
+    std::printf("plan: %zu stage%s\n", plan->stages.size(), plan->stages.size() == 1 ? "" : "s");
+    print_stages(
+        *plan, [&](const mesh::NodeId& id) { return nodes[index_of.at(id)].name; },
+        options.concurrency);
     return 0;
 }
 
@@ -309,6 +460,7 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
         "plan", "Predict how a model would be split over this node and hypothetical ones");
     sub->footer(
         "Example: brigade plan --memory 1GB --add-node mem=8GB,speed=0.002,name=laptop,rtt=1\n"
+        "         brigade plan --url http://127.0.0.1:8177 --remove-node c6j0aqne\n"
         "Speeds are seconds per layer for one decode token; without --speed this node's is "
         "measured with the cpu backend.");
     sub->add_option("--model", options->model_ref,
@@ -321,14 +473,31 @@ void add_plan_command(CLI::App& app, CommandSet& commands) {
                     "A hypothetical node: mem=SIZE,speed=S[,name=N][,rtt=MS] (repeatable)")
         ->take_all()
         ->allow_extra_args(false);
-    sub->add_option("--concurrency", options->concurrency, "Expected concurrent streams")
+    sub->add_option("--concurrency", options->concurrency_given,
+                    "Expected concurrent streams (default 1; with --url, the mesh's)")
         ->check(CLI::PositiveNumber);
-    sub->add_option("--ctx", options->ctx, "Context tokens reserved per stream")
+    sub->add_option("--ctx", options->ctx_given,
+                    "Context tokens reserved per stream (default 4096; with --url, the mesh's)")
         ->check(CLI::PositiveNumber);
+    sub->add_option("--url", options->url,
+                    "Plan a running mesh (the node's API, e.g. http://127.0.0.1:8177): its nodes "
+                    "as GET /v1/mesh reports them, with --add-node / --remove-node changes");
+    sub->add_option("--remove-node", options->remove_nodes,
+                    "With --url: take out the mesh node whose id starts with this (repeatable)")
+        ->take_all()
+        ->allow_extra_args(false);
+    sub->add_option("--api-key", options->api_key,
+                    "With --url: sent as 'Authorization: Bearer KEY'");
+    sub->add_option("--timeout", options->timeout_s,
+                    "With --url: seconds to wait for the node's answer (default 10)");
     sub->add_flag("--kv-f32", options->kv_f32,
                   "The nodes keep their KV cache in f32 (serve --kv-f32): twice the KV bytes");
     sub->add_flag("--json", options->json, "Machine-readable output");
-    commands.add(sub, [options] { return run_plan(*options); });
+    commands.add(sub, [options] {
+        if (options->concurrency_given) options->concurrency = *options->concurrency_given;
+        if (options->ctx_given) options->ctx = *options->ctx_given;
+        return run_plan(*options);
+    });
 }
 
 }  // namespace brigade::node

@@ -40,7 +40,8 @@ nlohmann::json mesh_status_json(const MeshStatusInput& input) {
         for (const mesh::LinkMeasurement& l : measured) {
             links.push_back({{"from", n->id.to_string()},
                              {"to", l.peer.to_string()},
-                             {"rtt_ms", l.rtt_us == 0 ? json(nullptr) : json(l.rtt_us / 1000.0)}});
+                             {"rtt_ms", l.rtt_us == 0 ? json(nullptr) : json(l.rtt_us / 1000.0)},
+                             {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}});
         }
     }
     out["nodes"] = std::move(node_list);
@@ -70,6 +71,9 @@ nlohmann::json mesh_status_json(const MeshStatusInput& input) {
     }
     out["links"] = std::move(links);
     out["unavailable"] = input.unavailable ? json(*input.unavailable) : json(nullptr);
+    out["planning"] = {{"context_tokens", input.context_tokens},
+                       {"expected_concurrency", input.expected_concurrency},
+                       {"activation_bytes", input.activation_bytes}};
     return out;
 }
 
@@ -79,6 +83,10 @@ nlohmann::json MeshRuntime::Impl::status_on_io() const {
     in.self = key.id();
     in.coordinator = agreement.coordinator();
     in.model = options.model_id;
+    const mesh::PlanRequest planned = plan_request();
+    in.context_tokens = planned.context_tokens;
+    in.expected_concurrency = planned.expected_concurrency;
+    in.activation_bytes = planned.activation_bytes;
     for (const mesh::NodeId& id : membership.member_ids()) {
         MeshStatusNode n;
         n.id = id;

@@ -28,6 +28,11 @@ struct MeshStatusInput {
     std::vector<MeshStatusNode> nodes;       // self included
     std::optional<mesh::PlanPropose> plan;   // the active (committed) plan
     std::optional<std::string> unavailable;  // why no pipeline serves, while none does
+    // What this node plans for ("planning" in the JSON), so that `brigade plan --url` can
+    // predict the plan the mesh makes from the same inputs.
+    int context_tokens = 0;
+    int expected_concurrency = 1;
+    std::size_t activation_bytes = 2;
 };
 
 // Links are taken from every node's capacity report (its measured RTT to each peer), so every

@@ -65,11 +65,15 @@ TEST(MeshStatusJson, NodesPlanAndLinks) {
     EXPECT_DOUBLE_EQ(s["plan"]["stages"][1]["mean_step_ms"].get<double>(), 1.5);
 
     ASSERT_EQ(s["links"].size(), 2u);
-    EXPECT_EQ(s["links"][0],
-              json({{"from", a.to_string()}, {"to", b.to_string()}, {"rtt_ms", nullptr}}));
+    EXPECT_EQ(s["links"][0], json({{"from", a.to_string()},
+                                   {"to", b.to_string()},
+                                   {"rtt_ms", nullptr},
+                                   {"bandwidth_bytes_per_s", 0.0}}));
     EXPECT_EQ(s["links"][1]["from"], b.to_string());
     EXPECT_DOUBLE_EQ(s["links"][1]["rtt_ms"].get<double>(), 0.25);
     EXPECT_TRUE(s["unavailable"].is_null());
+    EXPECT_EQ(s["planning"],
+              json({{"context_tokens", 0}, {"expected_concurrency", 1}, {"activation_bytes", 2}}));
 }
 
 TEST(MeshStatusJson, NoPlanSaysWhy) {
