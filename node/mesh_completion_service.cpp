@@ -110,6 +110,7 @@ struct MeshCompletionService::Impl : std::enable_shared_from_this<Impl> {
     bool try_resume(const Request& req);  // req->mutex held
 
     void on_accepted(const Request& req, std::uint64_t attempt, std::uint32_t cached);
+    void on_waiting(const Request& req, std::uint64_t attempt);
     void on_tokens(const Request& req, std::uint64_t attempt,
                    const std::vector<mesh::SampledTokenInfo>& tokens);
     void on_failed(const Request& req, std::uint64_t attempt, api::ErrorKind kind,
@@ -378,6 +379,12 @@ void MeshCompletionService::Impl::on_accepted(const Request& req, std::uint64_t 
     req->stream->on_accepted(cached);
 }
 
+void MeshCompletionService::Impl::on_waiting(const Request& req, std::uint64_t attempt) {
+    std::lock_guard lock(req->mutex);
+    if (req->done || req->request_id != attempt || req->attempt_cut) return;
+    req->last_heard = Clock::now();  // the head holds it: a long queue is not a lost head
+}
+
 void MeshCompletionService::Impl::on_tokens(const Request& req, std::uint64_t attempt,
                                             const std::vector<mesh::SampledTokenInfo>& tokens) {
     std::lock_guard lock(req->mutex);
@@ -531,6 +538,7 @@ void MeshCompletionService::on_request_update(const mesh::NodeId& from,
     }
     if (update.accepted) impl_->on_accepted(req, update.request_id, update.cached_tokens);
     if (!update.tokens.empty()) impl_->on_tokens(req, update.request_id, update.tokens);
+    if (!update.accepted && update.tokens.empty()) impl_->on_waiting(req, update.request_id);
 }
 
 void MeshCompletionService::on_request_error(const mesh::NodeId& from,

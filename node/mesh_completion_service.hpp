@@ -48,8 +48,10 @@ public:
 };
 
 struct MeshServiceOptions {
-    // A request whose remote head has said nothing (no accept, no token) for this long fails
-    // with `unavailable` (the head's queue wait counts too).
+    // A request whose remote head has said nothing (no accept, no token, no "still waiting")
+    // for this long fails with `unavailable`. A head reports its queued and paused requests as
+    // waiting every PipelineHeadOptions::waiting_update_interval (10 s), so only a head that
+    // hangs or lost the request, not a long queue, runs into this.
     std::chrono::milliseconds remote_stall_timeout{120000};
     // Requests accepted from clients but not yet templated; beyond this, 429.
     std::size_t max_pending = 1024;

@@ -164,6 +164,9 @@ struct PipelineHead::Impl {
                         std::int64_t n_tokens);
     void tell_stages_drop(std::uint64_t kv_id);
     void check_timeouts();
+    // RequestEvents::on_waiting for the queued and the paused, every waiting_update_interval.
+    void tell_waiting();
+    Clock::time_point last_waiting_update = Clock::now();
     void update_mirrors(double step_us, std::size_t rows);
     // Counts the micro-batches with sequences waiting for the tail (timings' maximum).
     void note_batches_in_flight();
@@ -380,6 +383,7 @@ void PipelineHead::Impl::run() {
         for (auto& s : admitted) admit(std::move(s));
         admitted.clear();
         check_timeouts();
+        tell_waiting();
 
         if (draining && (drain_over || active.empty())) {
             while (!active.empty()) {
@@ -680,6 +684,22 @@ void PipelineHead::Impl::check_timeouts() {
                      label(*it));
         }
         it = next;
+    }
+}
+
+void PipelineHead::Impl::tell_waiting() {
+    const auto now = Clock::now();
+    if (now - last_waiting_update < options.waiting_update_interval) return;
+    last_waiting_update = now;
+    // The queue is shared with `submit`; its events are only ever called from this thread.
+    std::vector<std::shared_ptr<RequestEvents>> queued;
+    {
+        std::lock_guard lock(mutex);
+        for (const auto& s : queue) queued.push_back(s.events);
+    }
+    for (const auto& events : queued) events->on_waiting();
+    for (auto& s : active) {
+        if (s.events && waits_for_kv(s)) s.events->on_waiting();
     }
 }
 

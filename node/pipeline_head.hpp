@@ -43,6 +43,10 @@ struct PipelineHeadOptions {
     // Several stages: a sequence whose token has not come back from the tail within this time
     // fails with `unavailable` (a lost stage is normally noticed sooner by membership).
     std::chrono::milliseconds token_timeout{60000};
+    // A request that waits here (queued for a slot, or paused for KV room) is reported as
+    // waiting this often (RequestEvents::on_waiting), so that the node it entered at does not
+    // take a long queue for a lost head (MeshServiceOptions::remote_stall_timeout).
+    std::chrono::milliseconds waiting_update_interval{10000};
 };
 
 // A request as the head receives it (from the local origin or decoded from a RequestFrame).

@@ -79,6 +79,9 @@ public:
     virtual void on_accepted(std::uint32_t cached_tokens) = 0;
     virtual void on_tokens(std::vector<mesh::SampledTokenInfo> tokens) = 0;
     virtual void on_failed(api::ErrorKind kind, std::string message) = 0;
+    // The request still waits at the head, queued for a slot or paused for KV room: nothing
+    // new, but the head holds it (PipelineHeadOptions::waiting_update_interval).
+    virtual void on_waiting() {}
 };
 
 // ErrorFrame::code for a request is the api::ErrorKind's integer value.

@@ -30,6 +30,11 @@ public:
         sender_.send(origin_,
                      mesh::ErrorFrame{error_code_of(kind), request_id_, std::move(message)});
     }
+    void on_waiting() override {
+        mesh::RequestUpdate u;  // neither accepted nor tokens: "still here, still waiting"
+        u.request_id = request_id_;
+        sender_.send(origin_, std::move(u));
+    }
 
 private:
     FrameSender& sender_;

@@ -317,6 +317,48 @@ TEST(Origin, RemoteHeadThatNeverAnswersTimesOut) {
     EXPECT_TRUE(cancel_sent);
 }
 
+// A request that entered at another node and waits in the head's queue longer than that node's
+// stall timeout is not taken for lost: the head says it is waiting. Here the head's one slot is
+// held by a request whose tokens never come back (dropped on their way), until the head's token
+// timeout (2 s) fails it; the queued request, 4 stall timeouts later, then runs.
+TEST(Origin, ARequestQueuedAtARemoteHeadLongerThanTheStallTimeoutIsServed) {
+    const auto& model = demo_frontend();
+    PipelineHeadOptions head_options;
+    head_options.max_active = 1;
+    head_options.token_timeout = std::chrono::milliseconds(2000);
+    head_options.waiting_update_interval = std::chrono::milliseconds(100);
+    MeshServiceOptions service_options = TestMesh::no_resume_grace();
+    service_options.remote_stall_timeout = std::chrono::milliseconds(500);
+    TestMesh mesh(model, {{0, 2}, {2, 4}}, mesh::ActivationDType::kF32, head_options,
+                  /*n_origins=*/1, 7, 1, service_options);
+    constexpr std::uint64_t kStuck = 77;
+    mesh.set_filter([&](const mesh::NodeId&, const mesh::NodeId&, mesh::Message& m) {
+        if (const auto* t = std::get_if<mesh::TokenFrame>(&m)) {
+            for (const auto& token : t->tokens) {
+                if (token.request_id == kStuck) return false;
+            }
+        }
+        return true;
+    });
+    HeadRequest stuck;
+    stuck.request_id = kStuck;
+    stuck.tokens = model.tokenizer.encode("Tell me about the sea.", true).value();
+    stuck.setup.n_prompt = static_cast<std::int64_t>(stuck.tokens.size());
+    stuck.setup.max_new_tokens = 8;
+    stuck.setup.context = model.context;
+    auto stuck_events = std::make_shared<RecordingEvents>();
+    ASSERT_EQ(mesh.head().submit(stuck, stuck_events), PipelineHead::Submitted::queued);
+    ASSERT_TRUE(mesh.wait_until([&] { return stuck_events->accepted; }));
+
+    const auto queued = start(mesh.service(2), completion("Hi", 4));
+    ASSERT_TRUE(queued.sink->wait(std::chrono::seconds(20)));
+    EXPECT_FALSE(queued.sink->error) << queued.sink->error->message;
+    ASSERT_TRUE(queued.sink->final);
+    EXPECT_EQ(queued.sink->final->usage.completion_tokens, 4);
+    ASSERT_TRUE(stuck_events->wait(std::chrono::seconds(1)));
+    EXPECT_TRUE(stuck_events->failed);  // the token timeout: what held the slot so long
+}
+
 // A token of request `id` that does not end it.
 mesh::SampledTokenInfo token_of(std::uint64_t id, std::int32_t t) {
     return mesh::SampledTokenInfo{id, t, -0.5f, {}, mesh::TokenFinish::kContinue};

@@ -141,6 +141,14 @@ private:
 
 class TestMesh {
 public:
+    // The services' options unless a test gives others: no wait for another pipeline (there is
+    // only the one).
+    static MeshServiceOptions no_resume_grace() {
+        MeshServiceOptions o;
+        o.resume_grace = std::chrono::milliseconds(0);
+        return o;
+    }
+
     // Filter: return false to drop a frame; may modify it.
     using Filter = std::function<bool(const mesh::NodeId& from, const mesh::NodeId& to,
                                       mesh::Message& message)>;
@@ -149,7 +157,8 @@ public:
     // serve the API only. Each stage's backend has `n_threads` threads.
     TestMesh(const ModelFrontend& model, const std::vector<model::LayerRange>& ranges,
              mesh::ActivationDType dtype, PipelineHeadOptions head_options = {}, int n_origins = 0,
-             std::uint64_t epoch = 7, int n_threads = 1)
+             std::uint64_t epoch = 7, int n_threads = 1,
+             MeshServiceOptions service_options = no_resume_grace())
         : model_(model) {
         route_.epoch = epoch;
         route_.activations = dtype;
@@ -175,8 +184,6 @@ public:
             n->directory.pipeline = ActivePipeline{route, n->head};
             SamplingDefaults defaults;
             defaults.temperature = 0;
-            MeshServiceOptions service_options;
-            service_options.resume_grace = std::chrono::milliseconds(0);
             n->service = std::make_unique<MeshCompletionService>(
                 model, n->id, n->directory, n->sender, defaults, quiet_logger(), service_options);
             nodes_.push_back(std::move(n));
