@@ -45,6 +45,12 @@ int stop_command(const StopArgs& args) {
         return fail("the brigade serve of " + home.string() + " (pid " + std::to_string(serve.pid) +
                     ") is not running; its stale record is removed");
     }
+    if (!process_runs_serve(serve.pid)) {
+        remove_serve_run(home, serve.pid);
+        return fail("pid " + std::to_string(serve.pid) + " of " + home.string() +
+                    "'s record runs another program now (the node ended without removing its "
+                    "record); nothing signalled, the stale record is removed");
+    }
     if (::kill(serve.pid, SIGTERM) != 0) {
         return fail("cannot signal pid " + std::to_string(serve.pid) + ": " + std::strerror(errno));
     }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -93,6 +94,29 @@ char proc_stat_state(std::string_view stat_line) {
         return '?';
     }
     return stat_line[close + 2];
+}
+
+bool cmdline_runs_serve(std::string_view cmdline) {
+    std::size_t start = 0;
+    for (int arg = 0; start < cmdline.size(); ++arg) {
+        auto end = cmdline.find('\0', start);
+        if (end == std::string_view::npos) end = cmdline.size();
+        // argv[0] is the program; the subcommand comes after it (and after any global option).
+        if (arg > 0 && cmdline.substr(start, end - start) == "serve") return true;
+        start = end + 1;
+    }
+    return false;
+}
+
+bool process_runs_serve(int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    if (!in) {
+        std::error_code ec;
+        return !std::filesystem::exists("/proc/self", ec);  // no /proc: cannot tell
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    return cmdline_runs_serve(text.str());
 }
 
 bool process_running(int pid) {

@@ -37,6 +37,13 @@ void remove_serve_run(const std::filesystem::path& home, int pid);
 // Whether process `pid` still runs: false once it has exited, also while it waits as a zombie
 // for its parent (Linux: the state letter of /proc/<pid>/stat).
 bool process_running(int pid);
+// Whether process `pid` is (still) a `brigade serve`, so that a record left by a crashed node
+// whose pid went to another program makes `brigade stop` signal nothing: on Linux, its
+// /proc/<pid>/cmdline has a "serve" argument; where there is no /proc, true.
+bool process_runs_serve(int pid);
+// The same test on the NUL-separated arguments of a /proc/<pid>/cmdline.
+bool cmdline_runs_serve(std::string_view cmdline);
+
 // The state letter of a /proc/<pid>/stat line ('R', 'S', 'Z', ...), or '?' where malformed.
 // The command name in parentheses may itself hold spaces and parentheses.
 char proc_stat_state(std::string_view stat_line);

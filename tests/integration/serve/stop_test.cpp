@@ -2,6 +2,7 @@
 // does and returns once it has exited; with nothing running, or a record left by a process
 // that died, it says so and exits 1.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -47,6 +48,14 @@ TEST(StopCommand, ARecordOfADeadProcessIsReportedAndRemoved) {
     const auto stop = run_brigade_env({"stop"}, {{"BRIGADE_HOME", home.path().string()}}, 60);
     EXPECT_EQ(stop.exit_code, 1);
     EXPECT_NE(stop.err.find("is not running"), std::string::npos) << stop.err;
+    EXPECT_FALSE(std::filesystem::exists(home.path() / "serve.json"));
+
+    // The pid went to another program (here this test itself): nothing is signalled.
+    std::ofstream(home.path() / "serve.json")
+        << R"({"pid": )" << ::getpid() << R"(, "url": "http://127.0.0.1:1", "started_unix": 1})";
+    const auto other = run_brigade_env({"stop"}, {{"BRIGADE_HOME", home.path().string()}}, 60);
+    EXPECT_EQ(other.exit_code, 1);
+    EXPECT_NE(other.err.find("runs another program now"), std::string::npos) << other.err;
     EXPECT_FALSE(std::filesystem::exists(home.path() / "serve.json"));
 
     std::ofstream(home.path() / "serve.json") << "{\"pid\": \"x\"}";

@@ -47,6 +47,17 @@ TEST(ServeRun, WrittenToANewHomeReadBackAndRemovedOnlyByItsProcess) {
     EXPECT_FALSE(std::filesystem::exists(serve_run_path(home)));
 }
 
+// A record whose pid went to another program after a crash: `brigade stop` must not signal it.
+TEST(ServeRun, OnlyAServeProcessIsTakenForTheNode) {
+    using namespace std::string_literals;
+    EXPECT_TRUE(cmdline_runs_serve("/usr/bin/brigade\0serve\0--port\0008177\0"s));
+    EXPECT_TRUE(cmdline_runs_serve("brigade\0serve"s));
+    EXPECT_FALSE(cmdline_runs_serve("/usr/bin/serve\0--flag\0"s));  // the program's own name
+    EXPECT_FALSE(cmdline_runs_serve("vim\0notes.txt\0"s));
+    EXPECT_FALSE(cmdline_runs_serve(""));
+    EXPECT_FALSE(process_runs_serve(::getpid()));  // this test binary
+}
+
 TEST(ServeRun, AZombieIsNotRunning) {
     EXPECT_EQ(proc_stat_state("123 (brigade) S 1 2 3"), 'S');
     EXPECT_EQ(proc_stat_state("123 (a) b) (c) Z 1 2"), 'Z');  // a name with parentheses
