@@ -3,6 +3,7 @@
 // Pure prediction with mesh::make_plan; nothing is loaded beyond a quick speed measurement.
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -226,6 +227,16 @@ int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
         what_if->request.expected_concurrency = *options.concurrency_given;
     const std::string served =
         mesh.contains("model") && mesh["model"].is_string() ? mesh["model"].get<std::string>() : "";
+    // The shape comes from the local files: they must be the mesh's model (ids are directory
+    // names, as `brigade serve` names its model).
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(model_dir, ec);
+    if (ec) canonical = model_dir;
+    const std::string local = canonical.filename().string();
+    if (!served.empty() && local != served) {
+        return fail("the mesh serves '" + served + "' but the model here is '" + local + "' (" +
+                    model_dir.string() + "); give the mesh's model with --model");
+    }
     for (const auto& prefix : options.remove_nodes) {
         if (auto removed = remove_node(*what_if, prefix); !removed) {
             return fail(removed.error().message);
@@ -244,12 +255,19 @@ int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
 
     // The committed plan as the mesh shows it.
     std::vector<std::pair<std::string, model::LayerRange>> committed;
-    if (mesh.contains("plan") && mesh["plan"].is_object() && mesh["plan"].contains("stages")) {
+    if (mesh.contains("plan") && mesh["plan"].is_object() && mesh["plan"].contains("stages") &&
+        mesh["plan"]["stages"].is_array()) {
         for (const auto& s : mesh["plan"]["stages"]) {
-            auto id = mesh::NodeId::parse(s.value("node", ""));
+            // A stage of another shape (a node of another version) is left out, not a crash.
+            if (!s.is_object() || !s.contains("node") || !s["node"].is_string() ||
+                !s.contains("first_layer") || !s["first_layer"].is_number_integer() ||
+                !s.contains("last_layer") || !s["last_layer"].is_number_integer()) {
+                continue;
+            }
+            auto id = mesh::NodeId::parse(s["node"].get<std::string>());
             committed.emplace_back(
-                id ? id->short_string() : s.value("node", "?"),
-                model::LayerRange{s.value("first_layer", 0), s.value("last_layer", 0)});
+                id ? id->short_string() : s["node"].get<std::string>(),
+                model::LayerRange{s["first_layer"].get<int>(), s["last_layer"].get<int>()});
         }
     }
     bool same_as_committed = plan && plan->stages.size() == committed.size();
@@ -303,9 +321,13 @@ int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
     if (committed.empty()) {
         std::printf("committed plan: none\n");
     } else {
+        const auto& committed_plan = mesh["plan"];
+        const double predicted = committed_plan.contains("predicted_tok_s") &&
+                                         committed_plan["predicted_tok_s"].is_number()
+                                     ? committed_plan["predicted_tok_s"].get<double>()
+                                     : 0.0;
         std::printf("committed plan (epoch %s, predicted %.1f tok/s):\n",
-                    mesh["plan"].value("epoch", nlohmann::json(0)).dump().c_str(),
-                    mesh["plan"].value("predicted_tok_s", 0.0));
+                    committed_plan.value("epoch", nlohmann::json(0)).dump().c_str(), predicted);
         for (std::size_t i = 0; i < committed.size(); ++i) {
             std::printf("  stage %zu  %-12s layers [%d, %d)\n", i, committed[i].first.c_str(),
                         committed[i].second.first, committed[i].second.last);

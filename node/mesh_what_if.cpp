@@ -1,6 +1,7 @@
 #include "node/mesh_what_if.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace brigade::node {
 namespace {
@@ -11,6 +12,14 @@ model::Error bad(const std::string& why) {
 
 bool number(const nlohmann::json& j, const char* key) {
     return j.is_object() && j.contains(key) && j[key].is_number();
+}
+
+// A count in [1, limit] at `key`, else nullopt (absent, not an integer, out of range).
+std::optional<std::int64_t> count(const nlohmann::json& j, const char* key, std::int64_t limit) {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return std::nullopt;
+    const auto v = j[key].get<std::int64_t>();
+    if (v < 1 || v > limit) return std::nullopt;
+    return v;
 }
 
 }  // namespace
@@ -33,13 +42,12 @@ model::Result<MeshWhatIf> what_if_from_mesh(const nlohmann::json& mesh,
     r.tied_embeddings = model.tied_embeddings;
     if (mesh.contains("planning") && mesh["planning"].is_object()) {
         const auto& p = mesh["planning"];
-        if (number(p, "context_tokens")) r.context_tokens = p["context_tokens"].get<int>();
-        if (number(p, "expected_concurrency")) {
-            r.expected_concurrency = p["expected_concurrency"].get<int>();
+        if (auto v = count(p, "context_tokens", 1 << 24)) r.context_tokens = static_cast<int>(*v);
+        if (auto v = count(p, "expected_concurrency", 1 << 16)) {
+            r.expected_concurrency = static_cast<int>(*v);
         }
-        if (number(p, "activation_bytes")) {
-            r.activation_bytes = p["activation_bytes"].get<std::size_t>();
-        }
+        if (auto v = count(p, "activation_bytes", 8))
+            r.activation_bytes = static_cast<std::size_t>(*v);
     }
     for (const auto& n : mesh["nodes"]) {
         if (!n.is_object() || !n.contains("id") || !n["id"].is_string()) {
@@ -49,8 +57,8 @@ model::Result<MeshWhatIf> what_if_from_mesh(const nlohmann::json& mesh,
         if (!id) return bad("node id '" + n["id"].get<std::string>() + "': " + id.error().message);
         // Suspect members are planned as the coordinator does: only alive ones with a report.
         if (!n.contains("state") || n["state"] != "alive") continue;
-        if (!number(n, "memory_bytes") || !number(n, "seconds_per_layer") ||
-            n["seconds_per_layer"].get<double>() <= 0) {
+        if (!n.contains("memory_bytes") || !n["memory_bytes"].is_number_unsigned() ||
+            !number(n, "seconds_per_layer") || !(n["seconds_per_layer"].get<double>() > 0)) {
             continue;  // no capacity report yet
         }
         mesh::NodeCapacity c;
@@ -60,7 +68,8 @@ model::Result<MeshWhatIf> what_if_from_mesh(const nlohmann::json& mesh,
         c.backend = n.contains("backend") && n["backend"].is_string()
                         ? n["backend"].get<std::string>()
                         : "cpu";
-        if (number(n, "kv_bytes_per_token_per_layer")) {
+        if (n.contains("kv_bytes_per_token_per_layer") &&
+            n["kv_bytes_per_token_per_layer"].is_number_unsigned()) {
             c.kv_bytes_per_token_per_layer = n["kv_bytes_per_token_per_layer"].get<std::uint64_t>();
         }
         r.nodes.push_back(c);

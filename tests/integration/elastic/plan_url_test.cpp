@@ -39,6 +39,14 @@ TEST(ElasticPlanUrl, PredictsTheCommittedPlanAndWhatAChangeWouldDo) {
     EXPECT_NE(bigger.out.find("with the changes: 1 stage\n"), std::string::npos) << bigger.out;
     EXPECT_NE(bigger.out.find("stage 0  big"), std::string::npos) << bigger.out;
 
+    // Planned with the shape of another model's files: refused, not a wrong prediction.
+    const auto other_model =
+        run_brigade({"plan", "--url", url, "--model",
+                     (source_dir() / "tests/fixtures/reference/llama_f32").string()},
+                    60);
+    EXPECT_EQ(other_model.exit_code, 1);
+    EXPECT_NE(other_model.err.find("the mesh serves 'demo'"), std::string::npos) << other_model.err;
+
     const auto nobody = run_brigade({"plan", "--url", url, "--remove-node", "zzzzzzzz"}, 60);
     EXPECT_EQ(nobody.exit_code, 1);
     EXPECT_NE(nobody.err.find("matches 0"), std::string::npos) << nobody.err;

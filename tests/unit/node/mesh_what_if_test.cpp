@@ -125,6 +125,28 @@ TEST(MeshWhatIf, NodesTakenOutByIdPrefixAndAdded) {
     EXPECT_NE(plan->stages[0].node, a);
 
     EXPECT_FALSE(what_if_from_mesh(nlohmann::json::array(), shape()));
+    // Figures out of range or of another type are left at the planner's defaults, nodes with an
+    // unreadable capacity left out: never an exception.
+    const nlohmann::json odd = {
+        {"nodes",
+         {{{"id", a.to_string()},
+           {"state", "alive"},
+           {"memory_bytes", -3},
+           {"seconds_per_layer", 1e-3}},
+          {{"id", b.to_string()},
+           {"state", "alive"},
+           {"memory_bytes", 1000},
+           {"seconds_per_layer", "fast"}}}},
+        {"links", {{{"from", 1}, {"to", nullptr}}, "not a link"}},
+        {"planning",
+         {{"context_tokens", -5}, {"expected_concurrency", "x"}, {"activation_bytes", 1e40}}}};
+    auto defaults = what_if_from_mesh(odd, shape());
+    ASSERT_TRUE(defaults) << defaults.error().message;
+    EXPECT_TRUE(defaults->request.nodes.empty());
+    EXPECT_TRUE(defaults->request.links.empty());
+    EXPECT_EQ(defaults->request.context_tokens, mesh::PlanRequest{}.context_tokens);
+    EXPECT_EQ(defaults->request.expected_concurrency, 1);
+    EXPECT_EQ(defaults->request.activation_bytes, 2u);
     EXPECT_FALSE(what_if_from_mesh({{"nodes", {{{"id", "not an id"}}}}}, shape()));
 }
 
