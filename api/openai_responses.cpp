@@ -198,22 +198,22 @@ json usage_chunk_json(const ResponseMeta& meta, std::string_view object, const U
             {"model", meta.model}, {"choices", json::array()}, {"usage", usage_json(usage)}};
 }
 
+json model_json(const ModelInfo& model, const std::string& name) {
+    json e = {{"id", name},
+              {"object", "model"},
+              {"created", model.created},
+              {"owned_by", model.owned_by}};
+    if (model.context_length > 0) e["context_length"] = model.context_length;
+    if (name != model.id) e["root"] = model.id;
+    if (name == model.id && !model.aliases.empty()) e["aliases"] = model.aliases;
+    return e;
+}
+
 json models_json(const std::vector<ModelInfo>& models) {
     json data = json::array();
-    auto entry = [](const ModelInfo& model, const std::string& id) {
-        json e = {{"id", id},
-                  {"object", "model"},
-                  {"created", model.created},
-                  {"owned_by", model.owned_by}};
-        if (model.context_length > 0) e["context_length"] = model.context_length;
-        if (id != model.id) e["root"] = model.id;
-        return e;
-    };
     for (const auto& model : models) {
-        json e = entry(model, model.id);
-        if (!model.aliases.empty()) e["aliases"] = model.aliases;
-        data.push_back(std::move(e));
-        for (const auto& alias : model.aliases) data.push_back(entry(model, alias));
+        data.push_back(model_json(model, model.id));
+        for (const auto& alias : model.aliases) data.push_back(model_json(model, alias));
     }
     return {{"object", "list"}, {"data", std::move(data)}};
 }

@@ -75,6 +75,8 @@ nlohmann::json usage_chunk_json(const ResponseMeta& meta, std::string_view objec
 // "context_length"?, "aliases"?}]}. Aliases are also listed as their own entries so that
 // clients that pick from the list find every name the model answers to.
 nlohmann::json models_json(const std::vector<ModelInfo>& models);
+// One entry of that list: `model` under `name` (its id, or an alias with "root": the id).
+nlohmann::json model_json(const ModelInfo& model, const std::string& name);
 
 // `value.dump()` that never throws: invalid UTF-8 (impossible from our own deltas, but cheap
 // to guard) is replaced.

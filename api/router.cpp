@@ -35,12 +35,42 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
     return diff == 0;
 }
 
-enum class Route { status_page, health, models, mesh, chat, completions, unknown };
+enum class Route { status_page, health, models, model, mesh, chat, completions, unknown };
+
+// The name in /v1/models/{name} (or /models/{name}): the rest of the path, percent-decoded
+// (a name may hold '/', sent as is or as %2F). nullopt for a malformed escape.
+std::optional<std::string> model_name_of(std::string_view path) {
+    for (std::string_view prefix : {"/v1/models/", "/models/"}) {
+        if (path.substr(0, prefix.size()) != prefix) continue;
+        std::string_view rest = path.substr(prefix.size());
+        std::string out;
+        for (std::size_t i = 0; i < rest.size(); ++i) {
+            if (rest[i] != '%') {
+                out += rest[i];
+                continue;
+            }
+            auto hex = [](char c) -> int {
+                if (c >= '0' && c <= '9') return c - '0';
+                if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+                if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+                return -1;
+            };
+            if (i + 2 >= rest.size()) return std::nullopt;
+            const int hi = hex(rest[i + 1]), lo = hex(rest[i + 2]);
+            if (hi < 0 || lo < 0) return std::nullopt;
+            out += static_cast<char>(hi * 16 + lo);
+            i += 2;
+        }
+        return out;
+    }
+    return std::nullopt;
+}
 
 Route route_of(std::string_view path) {
     if (path == "/") return Route::status_page;
     if (path == "/health" || path == "/v1/health") return Route::health;
     if (path == "/v1/models" || path == "/models") return Route::models;
+    if (path.starts_with("/v1/models/") || path.starts_with("/models/")) return Route::model;
     if (path == "/v1/mesh") return Route::mesh;
     if (path == "/v1/chat/completions" || path == "/chat/completions") return Route::chat;
     if (path == "/v1/completions" || path == "/completions") return Route::completions;
@@ -135,7 +165,7 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
         return result;
     }
     const bool want_get = route == Route::status_page || route == Route::health ||
-                          route == Route::models || route == Route::mesh;
+                          route == Route::models || route == Route::model || route == Route::mesh;
     if (request.method != (want_get ? "GET" : "POST") && !(want_get && request.method == "HEAD")) {
         result.response = error_response(
             make_api_error(ErrorKind::method_not_allowed,
@@ -187,6 +217,24 @@ RouteResult Router::route(const HttpRequestInfo& request, const std::string& req
         case Route::models: {
             SimpleResponse response;
             response.body = dump_json(models_json(service_.list_models()));
+            result.response = std::move(response);
+            return result;
+        }
+        case Route::model: {
+            // GET /v1/models/{model}: what the OpenAI SDKs' models.retrieve asks.
+            const std::optional<std::string> name = model_name_of(path);
+            const std::vector<ModelInfo> models = service_.list_models();
+            const ModelInfo* model = name ? find_model(models, *name) : nullptr;
+            if (model == nullptr || name->empty()) {
+                result.response = error_response(
+                    make_api_error(ErrorKind::model_not_found,
+                                   "no model '" + (name ? *name : std::string(path)) +
+                                       "' here (GET /v1/models lists the names it answers to)"),
+                    request_id);
+                return result;
+            }
+            SimpleResponse response;
+            response.body = dump_json(model_json(*model, *name));
             result.response = std::move(response);
             return result;
         }

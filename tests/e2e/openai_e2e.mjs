@@ -85,6 +85,13 @@ await check('models.list', async () => {
   assert.ok(ids.includes('demo'), `models: ${ids}`);
 });
 
+await check('models.retrieve', async () => {
+  const model = await client.models.retrieve('demo');
+  assert.equal(model.id, 'demo');
+  assert.equal(model.object, 'model');
+  await assert.rejects(client.models.retrieve('no-such-model'), (e) => e.status === 404);
+});
+
 let reference;
 await check('chat non-streaming with usage', async () => {
   const r = await client.chat.completions.create({

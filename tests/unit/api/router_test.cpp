@@ -68,6 +68,41 @@ TEST(Router, ModelsListEveryName) {
     EXPECT_EQ(body["data"][0]["context_length"], 32768);
 }
 
+// GET /v1/models/{model}, as the OpenAI SDKs' models.retrieve asks: by id or alias (a path
+// alias sent as is or percent-encoded); anything else a 404 model_not_found.
+TEST(Router, OneModelByAnyOfItsNames) {
+    StaticService service;
+    Router router({}, service);
+    auto by_id = route(router, "GET", "/v1/models/qwen2.5-0.5b");
+    ASSERT_TRUE(by_id.response);
+    EXPECT_EQ(by_id.response->status, 200);
+    const json model = json::parse(by_id.response->body);
+    EXPECT_EQ(model["id"], "qwen2.5-0.5b");
+    EXPECT_EQ(model["object"], "model");
+    EXPECT_EQ(model["context_length"], 32768);
+    EXPECT_FALSE(model.contains("root"));
+    const json alias = json::parse(route(router, "GET", "/models/q").response->body);
+    EXPECT_EQ(alias["id"], "q");
+    EXPECT_EQ(alias["root"], "qwen2.5-0.5b");
+    for (const char* path : {"/v1/models//models/qwen", "/v1/models/%2Fmodels%2fqwen"}) {
+        auto r = route(router, "GET", path);
+        EXPECT_EQ(r.response->status, 200) << path;
+        EXPECT_EQ(json::parse(r.response->body)["id"], "/models/qwen") << path;
+    }
+    for (const char* path :
+         {"/v1/models/nope", "/v1/models/%zz", "/v1/models/%2", "/v1/models/%"}) {
+        auto r = route(router, "GET", path);
+        ASSERT_TRUE(r.response) << path;
+        EXPECT_EQ(r.response->status, 404) << path;
+        ASSERT_TRUE(r.response->error) << path;
+        EXPECT_EQ(r.response->error->kind, ErrorKind::model_not_found) << path;
+    }
+    EXPECT_EQ(route(router, "POST", "/v1/models/q").response->status, 405);
+    RouterOptions keyed;
+    keyed.api_key = "k";
+    EXPECT_EQ(route(Router(keyed, service), "GET", "/v1/models/q").response->status, 401);
+}
+
 TEST(Router, CompletionRequestsCarryTheId) {
     StaticService service;
     Router router({}, service);
