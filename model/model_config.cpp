@@ -252,10 +252,13 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
         c.family = ModelFamily::kQwen2;
     } else if (c.model_type == "qwen3") {
         c.family = ModelFamily::kQwen3;
+    } else if (c.model_type == "phi3") {
+        c.family = ModelFamily::kPhi3;
     } else {
         return make_error(errc::unsupported_architecture,
                           source + ": model_type \"" + c.model_type +
-                              "\" is not supported (supported: llama, mistral, qwen2, qwen3)");
+                              "\" is not supported (supported: llama, mistral, qwen2, qwen3, "
+                              "phi3)");
     }
 
 #define BRIGADE_TRY_ASSIGN(dst, expr) \
@@ -322,6 +325,20 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
             c.o_bias = attention_bias;
             c.qk_norm = true;
             break;
+        case ModelFamily::kPhi3: {
+            // HF Phi3: no biases; q, k, v and gate, up each one fused weight. Its
+            // `sliding_window` is ignored, as for Mistral (formats.md §3).
+            c.fused_projections = true;
+            double rotary = 1.0;
+            BRIGADE_TRY_ASSIGN(rotary, optional_number(j, "partial_rotary_factor", 1.0, source));
+            if (rotary != 1.0) {
+                return make_error(errc::unsupported_architecture,
+                                  source + ": partial_rotary_factor " + std::to_string(rotary) +
+                                      " (RoPE on part of each head, as Phi-4-mini) is not "
+                                      "supported yet; only 1.0");
+            }
+            break;
+        }
     }
 
     if (auto bos = j.find("bos_token_id"); bos != j.end() && bos->is_number_integer()) {

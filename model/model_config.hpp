@@ -17,7 +17,7 @@
 
 namespace brigade::model {
 
-enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3 };
+enum class ModelFamily { kLlama, kMistral, kQwen2, kQwen3, kPhi3 };
 
 // RoPE frequency scaling (formats.md §3.3). `default` and `null` both mean kNone.
 struct RopeScaling {
@@ -65,6 +65,9 @@ struct ModelConfig {
     bool o_bias = false;    // bias on o_proj (llama/mistral `attention_bias`)
     bool mlp_bias = false;  // bias on gate/up/down (llama `mlp_bias`)
     bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (qwen3)
+    // One `qkv_proj` weight with q, k and v stacked by rows, and one `gate_up_proj` with gate
+    // then up (phi3); the stage takes views of the rows.
+    bool fused_projections = false;
 
     std::optional<int> bos_token_id;
     std::vector<int> eos_token_ids;  // config.json, merged with generation_config.json

@@ -152,6 +152,21 @@ private:
     std::uint64_t n_bytes_ = 0;
 };
 
+// Rows [first, first + n) of `m`: a view, as a row's codes (or values), scales and biases are
+// each contiguous and the rows follow one another.
+WeightMatrix row_slice(const WeightMatrix& m, std::int64_t first, std::int64_t n) {
+    WeightMatrix s = m;
+    s.rows = n;
+    s.data = static_cast<const std::byte*>(m.data) + first * m.row_bytes();
+    if (m.quantized()) {
+        const std::int64_t scale_row_bytes =
+            m.cols / m.group_size * static_cast<std::int64_t>(dtype_bits(m.scale_dtype) / 8);
+        s.scales = static_cast<const std::byte*>(m.scales) + first * scale_row_bytes;
+        s.biases = static_cast<const std::byte*>(m.biases) + first * scale_row_bytes;
+    }
+    return s;
+}
+
 Result<LayerWeights> load_layer(StageLoader& loader, const ModelConfig& c, int layer) {
     const std::string p = layer_prefix(layer);
     const std::int64_t hidden = c.hidden_size;
@@ -169,9 +184,17 @@ Result<LayerWeights> load_layer(StageLoader& loader, const ModelConfig& c, int l
 
     BRIGADE_LOAD(l.attn_norm, loader.vector(p + "input_layernorm.weight", hidden));
     BRIGADE_LOAD(l.mlp_norm, loader.vector(p + "post_attention_layernorm.weight", hidden));
-    BRIGADE_LOAD(l.wq, loader.matrix(p + "self_attn.q_proj", q_dim, hidden));
-    BRIGADE_LOAD(l.wk, loader.matrix(p + "self_attn.k_proj", kv_dim, hidden));
-    BRIGADE_LOAD(l.wv, loader.matrix(p + "self_attn.v_proj", kv_dim, hidden));
+    if (c.fused_projections) {
+        WeightMatrix qkv;
+        BRIGADE_LOAD(qkv, loader.matrix(p + "self_attn.qkv_proj", q_dim + 2 * kv_dim, hidden));
+        l.wq = row_slice(qkv, 0, q_dim);
+        l.wk = row_slice(qkv, q_dim, kv_dim);
+        l.wv = row_slice(qkv, q_dim + kv_dim, kv_dim);
+    } else {
+        BRIGADE_LOAD(l.wq, loader.matrix(p + "self_attn.q_proj", q_dim, hidden));
+        BRIGADE_LOAD(l.wk, loader.matrix(p + "self_attn.k_proj", kv_dim, hidden));
+        BRIGADE_LOAD(l.wv, loader.matrix(p + "self_attn.v_proj", kv_dim, hidden));
+    }
     BRIGADE_LOAD(l.wo, loader.matrix(p + "self_attn.o_proj", hidden, q_dim));
     if (c.qkv_bias) {
         BRIGADE_LOAD(l.bq, loader.vector(p + "self_attn.q_proj.bias", q_dim));
@@ -183,8 +206,15 @@ Result<LayerWeights> load_layer(StageLoader& loader, const ModelConfig& c, int l
         BRIGADE_LOAD(l.q_norm, loader.vector(p + "self_attn.q_norm.weight", c.head_dim));
         BRIGADE_LOAD(l.k_norm, loader.vector(p + "self_attn.k_norm.weight", c.head_dim));
     }
-    BRIGADE_LOAD(l.w_gate, loader.matrix(p + "mlp.gate_proj", inter, hidden));
-    BRIGADE_LOAD(l.w_up, loader.matrix(p + "mlp.up_proj", inter, hidden));
+    if (c.fused_projections) {
+        WeightMatrix gate_up;
+        BRIGADE_LOAD(gate_up, loader.matrix(p + "mlp.gate_up_proj", 2 * inter, hidden));
+        l.w_gate = row_slice(gate_up, 0, inter);
+        l.w_up = row_slice(gate_up, inter, inter);
+    } else {
+        BRIGADE_LOAD(l.w_gate, loader.matrix(p + "mlp.gate_proj", inter, hidden));
+        BRIGADE_LOAD(l.w_up, loader.matrix(p + "mlp.up_proj", inter, hidden));
+    }
     BRIGADE_LOAD(l.w_down, loader.matrix(p + "mlp.down_proj", hidden, inter));
     if (c.mlp_bias) {
         BRIGADE_LOAD(l.b_gate, loader.vector(p + "mlp.gate_proj.bias", inter));

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import transformers
 from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
-                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM)
+                          MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlx_quant  # noqa: E402
@@ -43,6 +43,7 @@ FAMILIES = {
     "mistral": (MistralConfig, MistralForCausalLM),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+    "phi3": (Phi3Config, Phi3ForCausalLM),
 }
 TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 STORAGE_DTYPES = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
@@ -111,6 +112,13 @@ FLOAT_CASES = [
          shape=base_shape(hidden_size=72, intermediate_size=144, num_attention_heads=9, num_key_value_heads=3,
                           head_dim=32, rms_norm_eps=1e-6),
          covers="odd shapes: Qwen3 with 9 query heads, 3 kv heads (groups of 3), head_dim 32 (q dim 288, hidden 72), BF16"),
+    dict(name="phi3_f32", family="phi3", dtype="f32", seed=71, rope_style="legacy",
+         shape=base_shape(intermediate_size=192, num_key_value_heads=2),
+         covers="Phi-3 (Phi3ForCausalLM): q/k/v in one fused qkv_proj and gate/up in one fused "
+                "gate_up_proj, GQA 4q/2kv, untied, no biases, sliding_window null"),
+    dict(name="phi3_bf16_mha", family="phi3", dtype="bf16", seed=72, rope_style="legacy",
+         shape=base_shape(num_key_value_heads=4, num_hidden_layers=3, rope_theta=500000.0),
+         covers="Phi-3 with MHA 4q/4kv (fused qkv of equal thirds), 3 layers, BF16 weights"),
     dict(name="sharded_llama_f32", family="llama", dtype="f32", seed=61, rope_style="legacy", shard="150KB",
          shape=base_shape(num_hidden_layers=4),
          covers="sharded checkpoint: 4-layer Llama saved with max_shard_size=150KB "
@@ -133,6 +141,9 @@ QUANT_CASES = [
          covers="6-bit g128 (codes straddle words), F32 scales, llama3 rope"),
     dict(name="llama_q2g64_tied_bf16", base="llama_bf16_tied", bits=2, group_size=64,
          covers="2-bit g64, BF16 scales, quantized embedding used as the tied lm_head"),
+    dict(name="phi3_q4g64", base="phi3_f32", bits=4, group_size=64,
+         covers="Phi-3 4-bit g64: the fused qkv_proj and gate_up_proj quantized whole (as "
+                "mlx_lm.convert does), split by rows with their scales and biases at load"),
     dict(name="qwen3_mixed_q4g64", base="qwen3_f32", bits=4, group_size=64,
          overrides={"model.layers.0.mlp.gate_proj": {"group_size": 32, "bits": 8},
                     "model.layers.0.mlp.up_proj": {"group_size": 32, "bits": 8},
@@ -167,6 +178,11 @@ def make_config(case):
         rope.update(scaling)
     kwargs["rope_parameters"] = rope
     if case["family"] == "mistral":
+        kwargs["sliding_window"] = None
+    if case["family"] == "phi3":
+        # Phi3Config's defaults name a pad id of 32000 (past this vocabulary) and a 2047-token
+        # window (our prompts are shorter; the engine ignores it, as mlx-lm does).
+        kwargs["pad_token_id"] = None
         kwargs["sliding_window"] = None
     config = config_cls(**kwargs)
     return config

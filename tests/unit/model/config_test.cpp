@@ -62,6 +62,29 @@ TEST(ModelConfig, FamiliesSetBiasAndNorms) {
     EXPECT_TRUE(parse(j));
 }
 
+// Phi-3: fused q/k/v and gate/up weights, no biases, head_dim = hidden / heads; its
+// sliding_window is ignored; RoPE on part of each head (Phi-4-mini) is refused by name.
+TEST(ModelConfig, Phi3FusesItsProjections) {
+    auto j = base_config();
+    j["model_type"] = "phi3";
+    j["sliding_window"] = 2047;
+    j["attention_bias"] = true;  // not a Phi3 key: HF's Phi3 has no bias whatever it says
+    auto phi = parse(j);
+    ASSERT_TRUE(phi) << phi.error().message;
+    EXPECT_EQ(phi->family, ModelFamily::kPhi3);
+    EXPECT_TRUE(phi->fused_projections);
+    EXPECT_FALSE(phi->qkv_bias || phi->o_bias || phi->mlp_bias || phi->qk_norm);
+    EXPECT_EQ(phi->head_dim, 16);
+    j["partial_rotary_factor"] = 1.0;
+    EXPECT_TRUE(parse(j));
+    j["partial_rotary_factor"] = 0.75;
+    auto partial = parse(j);
+    ASSERT_FALSE(partial);
+    EXPECT_EQ(partial.error().code, errc::unsupported_architecture);
+    EXPECT_NE(partial.error().message.find("partial_rotary_factor"), std::string::npos);
+    EXPECT_FALSE(parse(base_config())->fused_projections);
+}
+
 TEST(ModelConfig, UnsupportedArchitectureIsNamed) {
     auto j = base_config();
     j["model_type"] = "gemma2";
@@ -178,6 +201,11 @@ TEST(ModelConfig, RealConfigsFromSharedData) {
     EXPECT_EQ(qwen->family, ModelFamily::kQwen2);
     EXPECT_EQ(qwen->head_dim, 64);
     EXPECT_TRUE(qwen->qkv_bias);
+    // Phi-3-mini-128k's longrope RoPE is not built yet: refused with its name, not misread.
+    auto phi = load_model_config(data / "phi-3" / "phi-3-mini-128k-instruct");
+    ASSERT_FALSE(phi);
+    EXPECT_EQ(phi.error().code, errc::unsupported_architecture);
+    EXPECT_NE(phi.error().message.find("longrope"), std::string::npos) << phi.error().message;
 }
 
 TEST(Rope, Llama3BandsMatchTheFormula) {

@@ -191,9 +191,19 @@ TEST(StageWeightsBadInput, QuantizedShapesAreChecked) {
 
 TEST(StageWeightsBadInput, UnsupportedArchitectureAndBadRope) {
     auto spec = two_layers();
-    spec.extra_config = {{"model_type", "phi3"}};
+    spec.extra_config = {{"model_type", "gemma2"}};
     expect_load_error(
-        spec, [](const auto&) {}, errc::unsupported_architecture, "phi3");
+        spec, [](const auto&) {}, errc::unsupported_architecture, "gemma2");
+    // A Llama checkpoint labelled phi3: the fused weight Phi-3 needs is named as missing.
+    spec.extra_config = {{"model_type", "phi3"}};
+    auto labelled = spec;
+    test::TempDir dir;
+    test::write_tiny_model(dir.path(), labelled);
+    auto backend = reference();
+    auto s = Stage::load(dir.path(), {0, 2}, *backend);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message.find("self_attn.qkv_proj.weight"), std::string::npos)
+        << s.error().message;
     spec.extra_config = {{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 2.0}}}};
     expect_load_error(
         spec, [](const auto&) {}, errc::unsupported_architecture, "longrope");
