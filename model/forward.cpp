@@ -103,8 +103,9 @@ Result<std::unique_ptr<Stage>> Stage::load(const std::filesystem::path& model_di
     if (!weights) return weights.error();
     stage->weights_ = std::move(*weights);
     if (auto r = upload_weights(stage->weights_, backend); !r) return r.error();
-    stage->rope_ = make_rope_table(stage->config_.rope_theta, stage->config_.head_dim,
-                                   stage->config_.rope_scaling);
+    const ModelConfig& c = stage->config_;
+    stage->rope_ =
+        make_rope_table(c.rope_theta, c.rope_dims > 0 ? c.rope_dims : c.head_dim, c.rope_scaling);
     KvCacheLimits limits;
     limits.max_positions =
         options.max_context > 0 ? options.max_context : stage->config_.max_position_embeddings;

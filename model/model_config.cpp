@@ -284,6 +284,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
                             "num_attention_heads");
     }
     BRIGADE_TRY_ASSIGN(c.head_dim, optional_int(j, "head_dim", c.hidden_size / c.n_heads, source));
+    c.rope_dims = c.head_dim;
     BRIGADE_TRY_ASSIGN(c.max_position_embeddings,
                        optional_int(j, "max_position_embeddings", 2048, source));
     BRIGADE_TRY_ASSIGN(c.rms_norm_eps, optional_number(j, "rms_norm_eps", 1e-6, source));
@@ -327,16 +328,25 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
             break;
         case ModelFamily::kPhi3: {
             // HF Phi3: no biases; q, k, v and gate, up each one fused weight. Its
-            // `sliding_window` is ignored, as for Mistral (formats.md §3).
+            // `sliding_window` is ignored, as for Mistral (formats.md §3). RoPE may rotate only
+            // int(head_dim * partial_rotary_factor) dims of each head (Phi-4-mini: 0.75).
             c.fused_projections = true;
+            // At the top level in Hub configs; transformers 5 may write it in rope_parameters.
             double rotary = 1.0;
-            BRIGADE_TRY_ASSIGN(rotary, optional_number(j, "partial_rotary_factor", 1.0, source));
-            if (rotary != 1.0) {
-                return make_error(errc::unsupported_architecture,
-                                  source + ": partial_rotary_factor " + std::to_string(rotary) +
-                                      " (RoPE on part of each head, as Phi-4-mini) is not "
-                                      "supported yet; only 1.0");
+            if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
+                BRIGADE_TRY_ASSIGN(rotary,
+                                   optional_number(*rp, "partial_rotary_factor", 1.0, source));
             }
+            BRIGADE_TRY_ASSIGN(rotary, optional_number(j, "partial_rotary_factor", rotary, source));
+            const auto dims = static_cast<int>(c.head_dim * rotary);
+            if (!(rotary > 0.0 && rotary <= 1.0) || dims < 2 || dims % 2 != 0) {
+                return config_error(source, "partial_rotary_factor " + std::to_string(rotary) +
+                                                " leaves " + std::to_string(dims) + " of " +
+                                                std::to_string(c.head_dim) +
+                                                " head dims to rotate (needs an even number >= "
+                                                "2, factor in (0, 1])");
+            }
+            c.rope_dims = dims;
             break;
         }
     }

@@ -52,6 +52,9 @@ struct ModelConfig {
     int n_heads = 0;
     int n_kv_heads = 0;
     int head_dim = 0;  // explicit `head_dim`, else hidden_size / n_heads
+    // Dims of each head that RoPE rotates (the first ones): head_dim, or the
+    // `partial_rotary_factor` share of it (phi3); the rest pass through unrotated.
+    int rope_dims = 0;
     int intermediate_size = 0;
     int vocab_size = 0;
     int max_position_embeddings = 0;

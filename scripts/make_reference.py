@@ -119,6 +119,11 @@ FLOAT_CASES = [
     dict(name="phi3_bf16_mha", family="phi3", dtype="bf16", seed=72, rope_style="legacy",
          shape=base_shape(num_key_value_heads=4, num_hidden_layers=3, rope_theta=500000.0),
          covers="Phi-3 with MHA 4q/4kv (fused qkv of equal thirds), 3 layers, BF16 weights"),
+    dict(name="phi3_partial_rope_f32", family="phi3", dtype="f32", seed=73, rope_style="legacy",
+         shape=base_shape(hidden_size=96, intermediate_size=128, num_attention_heads=3,
+                          num_key_value_heads=1, partial_rotary_factor=0.5),
+         covers="Phi-3 with partial_rotary_factor 0.5 (RoPE on 16 of each head's 32 dims, the "
+                "rest unrotated, as Phi-4-mini does with 0.75), MQA 3q/1kv"),
     dict(name="sharded_llama_f32", family="llama", dtype="f32", seed=61, rope_style="legacy", shard="150KB",
          shape=base_shape(num_hidden_layers=4),
          covers="sharded checkpoint: 4-layer Llama saved with max_shard_size=150KB "
@@ -184,6 +189,8 @@ def make_config(case):
         # window (our prompts are shorter; the engine ignores it, as mlx-lm does).
         kwargs["pad_token_id"] = None
         kwargs["sliding_window"] = None
+        if shape.get("partial_rotary_factor") is not None:
+            kwargs["partial_rotary_factor"] = shape["partial_rotary_factor"]
     config = config_cls(**kwargs)
     return config
 
@@ -193,11 +200,15 @@ def head_dim_of(case):
     return shape["head_dim"] or shape["hidden_size"] // shape["num_attention_heads"]
 
 
+def rope_dims_of(case):
+    return int(head_dim_of(case) * (case["shape"].get("partial_rotary_factor") or 1.0))
+
+
 def expected_inv_freq(case):
     """Our own computation of the rotary inverse frequencies, to verify how transformers read the
     config.json we wrote (float64, then compared to HF's float32 buffer)."""
     shape = case["shape"]
-    dim = head_dim_of(case)
+    dim = rope_dims_of(case)
     base = shape["rope_theta"]
     inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     scaling = shape["rope_scaling"]
@@ -249,7 +260,11 @@ def rewrite_config(path, case):
         cfg = json.load(f)
     shape = case["shape"]
     if case["rope_style"] == "legacy":
-        cfg.pop("rope_parameters", None)
+        params = cfg.pop("rope_parameters", None) or {}
+        # Hub configs keep partial_rotary_factor at the top level (transformers 5 may move it
+        # into rope_parameters).
+        if isinstance(params, dict) and "partial_rotary_factor" in params:
+            cfg["partial_rotary_factor"] = params["partial_rotary_factor"]
         cfg["rope_theta"] = shape["rope_theta"]
         cfg["rope_scaling"] = dict(shape["rope_scaling"]) if shape["rope_scaling"] else None
     with open(path, "w") as f:

@@ -75,13 +75,18 @@ TEST(ModelConfig, Phi3FusesItsProjections) {
     EXPECT_TRUE(phi->fused_projections);
     EXPECT_FALSE(phi->qkv_bias || phi->o_bias || phi->mlp_bias || phi->qk_norm);
     EXPECT_EQ(phi->head_dim, 16);
-    j["partial_rotary_factor"] = 1.0;
-    EXPECT_TRUE(parse(j));
-    j["partial_rotary_factor"] = 0.75;
+    EXPECT_EQ(phi->rope_dims, 16);
+    j["partial_rotary_factor"] = 0.75;  // Phi-4-mini's: 12 of 16 dims
     auto partial = parse(j);
-    ASSERT_FALSE(partial);
-    EXPECT_EQ(partial.error().code, errc::unsupported_architecture);
-    EXPECT_NE(partial.error().message.find("partial_rotary_factor"), std::string::npos);
+    ASSERT_TRUE(partial) << partial.error().message;
+    EXPECT_EQ(partial->rope_dims, 12);
+    for (const double bad : {0.0, 1.5, 0.0625, 0.5625}) {  // 0, 24, 1 and 9 dims
+        j["partial_rotary_factor"] = bad;
+        auto refused = parse(j);
+        ASSERT_FALSE(refused) << bad;
+        EXPECT_NE(refused.error().message.find("partial_rotary_factor"), std::string::npos);
+    }
+    EXPECT_EQ(parse(base_config())->rope_dims, 16);
     EXPECT_FALSE(parse(base_config())->fused_projections);
 }
 
