@@ -37,6 +37,13 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
 
 enum class Route { status_page, health, models, model, mesh, chat, completions, unknown };
 
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 // The name in /v1/models/{name} (or /models/{name}): the rest of the path, percent-decoded
 // (a name may hold '/', sent as is or as %2F). nullopt for a malformed escape.
 std::optional<std::string> model_name_of(std::string_view path) {
@@ -49,14 +56,8 @@ std::optional<std::string> model_name_of(std::string_view path) {
                 out += rest[i];
                 continue;
             }
-            auto hex = [](char c) -> int {
-                if (c >= '0' && c <= '9') return c - '0';
-                if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-                if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-                return -1;
-            };
             if (i + 2 >= rest.size()) return std::nullopt;
-            const int hi = hex(rest[i + 1]), lo = hex(rest[i + 2]);
+            const int hi = hex_digit(rest[i + 1]), lo = hex_digit(rest[i + 2]);
             if (hi < 0 || lo < 0) return std::nullopt;
             out += static_cast<char>(hi * 16 + lo);
             i += 2;

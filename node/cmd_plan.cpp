@@ -156,11 +156,12 @@ mesh::PlanRequest make_request(const ModelShapeInfo& info, const std::vector<Pla
     return request;
 }
 
-nlohmann::json plan_json(const mesh::Plan& plan, const std::vector<PlanNode>& nodes,
-                         const std::map<mesh::NodeId, std::size_t>& index_of) {
+// The plan as --json prints it; `name_of` names the nodes.
+nlohmann::json plan_json(const mesh::Plan& plan,
+                         const std::function<std::string(const mesh::NodeId&)>& name_of) {
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : plan.stages) {
-        stages.push_back({{"node", nodes[index_of.at(s.node)].name},
+        stages.push_back({{"node", name_of(s.node)},
                           {"first_layer", s.layers.first},
                           {"last_layer", s.layers.last},
                           {"memory_bytes", s.memory_bytes},
@@ -253,28 +254,12 @@ int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
     const auto plan = mesh::make_plan(what_if->request);
     const bool changed = !options.add_nodes.empty() || !options.remove_nodes.empty();
 
-    // The committed plan as the mesh shows it.
-    std::vector<std::pair<std::string, model::LayerRange>> committed;
-    if (mesh.contains("plan") && mesh["plan"].is_object() && mesh["plan"].contains("stages") &&
-        mesh["plan"]["stages"].is_array()) {
-        for (const auto& s : mesh["plan"]["stages"]) {
-            // A stage of another shape (a node of another version) is left out, not a crash.
-            if (!s.is_object() || !s.contains("node") || !s["node"].is_string() ||
-                !s.contains("first_layer") || !s["first_layer"].is_number_integer() ||
-                !s.contains("last_layer") || !s["last_layer"].is_number_integer()) {
-                continue;
-            }
-            auto id = mesh::NodeId::parse(s["node"].get<std::string>());
-            committed.emplace_back(
-                id ? id->short_string() : s["node"].get<std::string>(),
-                model::LayerRange{s["first_layer"].get<int>(), s["last_layer"].get<int>()});
-        }
-    }
+    const std::vector<CommittedStage> committed = committed_stages_from_mesh(mesh);
     bool same_as_committed = plan && plan->stages.size() == committed.size();
     for (std::size_t i = 0; same_as_committed && i < committed.size(); ++i) {
-        same_as_committed = name_of(plan->stages[i].node) == committed[i].first &&
-                            plan->stages[i].layers.first == committed[i].second.first &&
-                            plan->stages[i].layers.last == committed[i].second.last;
+        same_as_committed = plan->stages[i].node == committed[i].id &&
+                            plan->stages[i].layers.first == committed[i].layers.first &&
+                            plan->stages[i].layers.last == committed[i].layers.last;
     }
 
     if (options.json) {
@@ -291,18 +276,7 @@ int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
         out["committed"] = mesh.contains("plan") ? mesh["plan"] : nlohmann::json();
         out["fits"] = static_cast<bool>(plan);
         if (plan) {
-            nlohmann::json stages = nlohmann::json::array();
-            for (const auto& s : plan->stages) {
-                stages.push_back({{"node", name_of(s.node)},
-                                  {"first_layer", s.layers.first},
-                                  {"last_layer", s.layers.last},
-                                  {"memory_bytes", s.memory_bytes},
-                                  {"tok_s", s.tok_s}});
-            }
-            out["plan"] = {{"stages", stages},
-                           {"single_stream_tok_s", plan->single_stream_tok_s},
-                           {"stream_tok_s", plan->stream_tok_s},
-                           {"aggregate_tok_s", plan->aggregate_tok_s}};
+            out["plan"] = plan_json(*plan, name_of);
         } else {
             out["error"] = plan.error().message;
         }
@@ -329,8 +303,8 @@ int run_plan_for_mesh(const PlanOptions& options, const ModelShapeInfo& info,
         std::printf("committed plan (epoch %s, predicted %.1f tok/s):\n",
                     committed_plan.value("epoch", nlohmann::json(0)).dump().c_str(), predicted);
         for (std::size_t i = 0; i < committed.size(); ++i) {
-            std::printf("  stage %zu  %-12s layers [%d, %d)\n", i, committed[i].first.c_str(),
-                        committed[i].second.first, committed[i].second.last);
+            std::printf("  stage %zu  %-12s layers [%d, %d)\n", i, committed[i].node.c_str(),
+                        committed[i].layers.first, committed[i].layers.last);
         }
     }
     if (!plan) {
@@ -407,6 +381,7 @@ int run_plan(const PlanOptions& options) {
     }
     std::map<mesh::NodeId, std::size_t> index_of;
     for (std::size_t i = 0; i < nodes.size(); ++i) index_of[synthetic_id(i)] = i;
+    const auto name_of = [&](const mesh::NodeId& id) { return nodes[index_of.at(id)].name; };
 
     const auto request = make_request(*info, nodes, options);
     auto plan = mesh::make_plan(request);
@@ -439,7 +414,7 @@ int run_plan(const PlanOptions& options) {
         out["nodes"] = jnodes;
         out["fits"] = static_cast<bool>(plan);
         if (plan) {
-            out["plan"] = plan_json(*plan, nodes, index_of);
+            out["plan"] = plan_json(*plan, name_of);
         } else {
             out["error"] = named(plan.error().message);
         }
@@ -468,9 +443,7 @@ int run_plan(const PlanOptions& options) {
         return 1;
     }
     std::printf("plan: %zu stage%s\n", plan->stages.size(), plan->stages.size() == 1 ? "" : "s");
-    print_stages(
-        *plan, [&](const mesh::NodeId& id) { return nodes[index_of.at(id)].name; },
-        options.concurrency);
+    print_stages(*plan, name_of, options.concurrency);
     return 0;
 }
 

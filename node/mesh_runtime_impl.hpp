@@ -194,6 +194,7 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     // After a peer linked to us: can this node connect where it says it listens? Adds the
     // address to reached_listeners if so.
     boost::asio::awaitable<void> check_reachable(std::shared_ptr<const mesh::PeerAddress> at);
+    void remember_reached(const mesh::PeerAddress& at);
     boost::asio::awaitable<void> dial(std::shared_ptr<mesh::PeerAddress> address,
                                       std::shared_ptr<std::optional<mesh::NodeId>> expected);
     void dial_due(mesh::Clock::time_point now);

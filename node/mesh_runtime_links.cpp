@@ -19,6 +19,8 @@ constexpr auto kDialGrace = std::chrono::milliseconds(1500);
 // Connects to where a dropped link's peer listened, to tell a dead process from a broken link.
 constexpr int kGoneChecks = 3;
 constexpr auto kGoneCheckInterval = std::chrono::milliseconds(50);
+// The most listening addresses kept as reached (remember_reached).
+constexpr std::size_t kMaxReachedListeners = 1024;
 
 void detached_task(std::exception_ptr) {}
 
@@ -196,7 +198,7 @@ void MeshRuntime::Impl::adopt(std::shared_ptr<mesh::Link> link, bool outbound,
     // Where the peer listens: the address we dialled, or its host with the port from its Hello.
     if (outbound && dialled) {
         slot->listens_at = *dialled;
-        reached_listeners.insert(*dialled);
+        remember_reached(*dialled);
     } else if (info.hello.listen_port != 0 && !info.remote_host.empty()) {
         slot->listens_at = mesh::PeerAddress{info.remote_host, info.hello.listen_port};
         if (!reached_listeners.contains(*slot->listens_at)) {
@@ -310,6 +312,7 @@ void MeshRuntime::Impl::link_closed(const std::shared_ptr<LinkSlot>& slot) {
     // the process listened, and the member is taken as gone then (check_gone), if this node
     // has connected there before; otherwise membership's timeouts decide, redialling meanwhile.
     if (reason.find("peer said bye: leaving") != std::string::npos) {
+        if (slot->listens_at) reached_listeners.erase(*slot->listens_at);
         on_member_events(membership.on_left(peer));
     } else if (slot->listens_at && reached_listeners.contains(*slot->listens_at) &&
                membership.find(peer) != nullptr) {
@@ -345,12 +348,20 @@ asio::awaitable<void> MeshRuntime::Impl::check_gone(std::shared_ptr<const mesh::
     }
 }
 
+void MeshRuntime::Impl::remember_reached(const mesh::PeerAddress& at) {
+    // Addresses leave with a goodbye or a refusal; peers that vanish otherwise (a cut network)
+    // leave theirs behind. A mesh of a few nodes never nears the bound; past it the set starts
+    // again, which only sends drops to the timeouts until the addresses are reached anew.
+    if (reached_listeners.size() >= kMaxReachedListeners) reached_listeners.clear();
+    reached_listeners.insert(at);
+}
+
 asio::awaitable<void> MeshRuntime::Impl::check_reachable(
     std::shared_ptr<const mesh::PeerAddress> at) {
     auto probe = co_await mesh::async_probe_listener(*at, options.connect_timeout);
     if (stopping) co_return;
     if (probe) {
-        reached_listeners.insert(*at);
+        remember_reached(*at);
     } else {
         logger->debug(
             "mesh: {} does not take our connects ({}): a drop of its link is left to "

@@ -94,6 +94,27 @@ model::Result<MeshWhatIf> what_if_from_mesh(const nlohmann::json& mesh,
     return out;
 }
 
+std::vector<CommittedStage> committed_stages_from_mesh(const nlohmann::json& mesh) {
+    std::vector<CommittedStage> out;
+    if (!mesh.is_object() || !mesh.contains("plan") || !mesh["plan"].is_object() ||
+        !mesh["plan"].contains("stages") || !mesh["plan"]["stages"].is_array()) {
+        return out;
+    }
+    for (const auto& s : mesh["plan"]["stages"]) {
+        if (!s.is_object() || !s.contains("node") || !s["node"].is_string() ||
+            !s.contains("first_layer") || !s["first_layer"].is_number_integer() ||
+            !s.contains("last_layer") || !s["last_layer"].is_number_integer()) {
+            continue;
+        }
+        const std::string text = s["node"].get<std::string>();
+        auto id = mesh::NodeId::parse(text);
+        out.push_back({id ? *id : mesh::NodeId{},
+                       id ? id->short_string() : text,
+                       {s["first_layer"].get<int>(), s["last_layer"].get<int>()}});
+    }
+    return out;
+}
+
 model::Result<void> remove_node(MeshWhatIf& what_if, std::string_view prefix) {
     if (prefix.size() < 4) {
         return model::Error{model::errc::invalid_argument,

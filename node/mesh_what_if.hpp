@@ -30,6 +30,17 @@ struct MeshWhatIf {
 model::Result<MeshWhatIf> what_if_from_mesh(const nlohmann::json& mesh,
                                             const ModelShapeInfo& model);
 
+// One stage of the plan a mesh committed, with its node named as MeshWhatIf names it.
+struct CommittedStage {
+    mesh::NodeId id;   // zero where the document's id does not parse
+    std::string node;  // the id shortened, or the document's text
+    model::LayerRange layers;
+};
+
+// The committed plan's stages from a /v1/mesh document; empty when there is none. Stages of
+// another shape (a node of another version) are left out.
+std::vector<CommittedStage> committed_stages_from_mesh(const nlohmann::json& mesh);
+
 // Takes out the one node whose id starts with `prefix` (at least 4 characters), with its links.
 model::Result<void> remove_node(MeshWhatIf& what_if, std::string_view prefix);
 

@@ -88,6 +88,36 @@ TEST(MeshWhatIf, TheMeshsOwnInputsGiveTheMeshsPlan) {
     EXPECT_DOUBLE_EQ(got->single_stream_tok_s, expected->single_stream_tok_s);
 }
 
+// The committed plan as `brigade plan --url` compares with: its stages in order, those of
+// another shape left out.
+TEST(MeshWhatIf, TheCommittedStagesAreReadAndOddOnesLeftOut) {
+    const auto a = id_of(1), b = id_of(2);
+    MeshStatusInput in;
+    in.self = in.coordinator = a;
+    in.nodes = {node(a, 6'000'000, 2e-3), node(b, 5'000'000, 1e-3)};
+    in.plan = mesh::PlanPropose{4, a, "m", {{a, 0, 3}, {b, 3, 8}}, 100.0};
+    const auto stages = committed_stages_from_mesh(mesh_status_json(in));
+    ASSERT_EQ(stages.size(), 2u);
+    EXPECT_EQ(stages[0].id, a);
+    EXPECT_EQ(stages[0].node, a.short_string());
+    EXPECT_EQ(stages[1].layers.first, 3);
+    EXPECT_EQ(stages[1].layers.last, 8);
+
+    const nlohmann::json odd = {
+        {"plan",
+         {{"stages",
+           {"text",
+            {{"node", 5}},
+            {{"node", "x"}, {"first_layer", 0}, {"last_layer", "2"}},
+            {{"node", "not-an-id"}, {"first_layer", 1}, {"last_layer", 2}}}}}}};
+    const auto kept = committed_stages_from_mesh(odd);
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(kept[0].node, "not-an-id");
+    EXPECT_TRUE(kept[0].id.is_zero());
+    EXPECT_TRUE(committed_stages_from_mesh({{"plan", nullptr}}).empty());
+    EXPECT_TRUE(committed_stages_from_mesh(nlohmann::json::array()).empty());
+}
+
 TEST(MeshWhatIf, NodesTakenOutByIdPrefixAndAdded) {
     // Ids that differ only from their 10th byte on: their first 16 characters are the same.
     mesh::NodeId a, b;
