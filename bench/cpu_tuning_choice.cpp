@@ -32,6 +32,7 @@ const AbKnob kAbKnobs[] = {
     {"amx-pair-nibbles", &Tuning::amx_pair_nibbles},
     {"attention-prefetch", &Tuning::attention_prefetch_heads},
     {"attention-all-heads", &Tuning::attention_fewer_heads_per_tile},
+    {"attention-stream-keys", nullptr, &Tuning::attention_stream_prefetch_keys, 0},
     {"prefetch-bytes", nullptr, &Tuning::prefetch_bytes, 0},
     {"attention-min-keys", nullptr, &Tuning::min_keys_per_split, 1},
     {"attention-splits", nullptr, &Tuning::long_context_splits_per_thread, 1},

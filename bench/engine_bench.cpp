@@ -42,7 +42,9 @@
 // (CpuTuning::split_int8_activations, flipped), amx (CpuTuning::amx, flipped),
 // amx-block-prefetch (CpuTuning::amx_prefetch_next_block, flipped), attention-prefetch
 // (CpuTuning::attention_prefetch_heads, flipped), attention-all-heads
-// (CpuTuning::attention_fewer_heads_per_tile, flipped), prefetch-bytes=N,
+// (CpuTuning::attention_fewer_heads_per_tile, flipped), attention-stream-keys=N
+// (attention_stream_prefetch_keys: decode attention asks for K and V N keys ahead; 0: never),
+// prefetch-bytes=N,
 // attention-min-keys=N (min_keys_per_split), attention-splits=N (long_context_splits_per_thread),
 // long-split-keys=N (min_keys_per_long_split), amx-prepare-serial=N (amx_prepare_serial_below),
 // split-int8-serial=N (split_int8_prepare_serial_below), amx-min-tokens=N,

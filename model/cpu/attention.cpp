@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -176,6 +177,15 @@ HWY_INLINE float load_float(const T* p) {
     }
 }
 
+// Asks for the line `ahead` elements past p into L2. The address may lie past the cache's
+// buffer (a prefetch never faults), so it is formed as an integer, not by pointer arithmetic.
+template <class T>
+HWY_INLINE void prefetch_ahead(const T* p, std::int64_t ahead) {
+    const auto address =
+        reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(ahead) * sizeof(T);
+    __builtin_prefetch(reinterpret_cast<const void*>(address), 0, 2);
+}
+
 // Scores of R query rows (row r's query at q + r * d, its scores at out + r * out_stride)
 // against the V * N keys from key `j0` on (a multiple of N, which divides kKeyTile: a vector
 // never straddles two tiles), of one KV head of a tiled key block (KeyLayout::kTiles; `kt`
@@ -185,7 +195,7 @@ HWY_INLINE float load_float(const T* p) {
 template <int R, int V, class T>
 HWY_INLINE void score_key_tiles(const float* q, const T* kt, std::int64_t tile_stride,
                                 std::int64_t j0, std::int64_t d, float scale, float* out,
-                                std::int64_t out_stride) {
+                                std::int64_t out_stride, std::int64_t ahead) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
     const T* k[V];
@@ -197,9 +207,15 @@ HWY_INLINE void score_key_tiles(const float* q, const T* kt, std::int64_t tile_s
     for (int r = 0; r < R; ++r) {
         for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(df);
     }
+    // Element c of a tile's keys is kKeyTile elements: a 64-byte line holds per_line of them.
+    constexpr std::int64_t per_line =
+        std::max<std::int64_t>(1, 64 / (kKeyTile * static_cast<std::int64_t>(sizeof(T))));
     for (std::int64_t c = 0; c < d; ++c) {
         hn::Vec<DF> kc[V];
         for (int v = 0; v < V; ++v) kc[v] = load_floats(k[v] + c * kKeyTile);
+        if (ahead != 0 && (c & (per_line - 1)) == 0) {
+            for (int v = 0; v < V; ++v) prefetch_ahead(k[v] + c * kKeyTile, ahead);
+        }
         for (int r = 0; r < R; ++r) {
             const auto qc = hn::Set(df, q[r * d + c]);
             for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(qc, kc[v], acc[r][v]);
@@ -232,17 +248,17 @@ HWY_INLINE void with_row_count(std::int64_t rows, F&& f) {
 template <int R, class T>
 HWY_INLINE void score_key_block(const float* q, const T* kt, std::int64_t tile_stride,
                                 std::int64_t kb, std::int64_t padded, std::int64_t d, float scale,
-                                float* out, std::int64_t out_stride) {
+                                float* out, std::int64_t out_stride, std::int64_t ahead) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
     constexpr int kV = std::max(1, (kVectorRegisters >= 32 ? 16 : 8) / R);
     constexpr int V = kV >= 4 ? 4 : kV;
     std::int64_t j = 0;
     for (; j + V * n <= padded; j += V * n) {
-        score_key_tiles<R, V>(q, kt, tile_stride, kb + j, d, scale, out + j, out_stride);
+        score_key_tiles<R, V>(q, kt, tile_stride, kb + j, d, scale, out + j, out_stride, ahead);
     }
     for (; j < padded; j += n) {
-        score_key_tiles<R, 1>(q, kt, tile_stride, kb + j, d, scale, out + j, out_stride);
+        score_key_tiles<R, 1>(q, kt, tile_stride, kb + j, d, scale, out + j, out_stride, ahead);
     }
 }
 
@@ -261,9 +277,11 @@ constexpr int value_vectors() {
 template <int R, int V, class T>
 HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const float* keep,
                                                const float* p, const T* v0, std::int64_t stride,
-                                               std::int64_t count, std::int64_t d, std::int64_t c) {
+                                               std::int64_t count, std::int64_t d, std::int64_t c,
+                                               std::int64_t ahead) {
     const DF df;
     const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+    const std::int64_t line = 64 / static_cast<std::int64_t>(sizeof(T));  // elements a line
     for (; c + V * n <= d; c += V * n) {
         hn::Vec<DF> a[R][V];
         for (int r = 0; r < R; ++r) {
@@ -275,6 +293,8 @@ HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const fl
         for (std::int64_t j = 0; j < count; ++j, v += stride) {
             hn::Vec<DF> vj[V];
             for (int i = 0; i < V; ++i) vj[i] = load_floats(v + i * n);
+            for (std::int64_t e = 0; ahead != 0 && e < V * n; e += line)
+                prefetch_ahead(v + e, ahead);
             for (int r = 0; r < R; ++r) {
                 const auto pj = hn::Set(df, p[r * kAttentionKeyBlock + j]);
                 for (int i = 0; i < V; ++i) a[r][i] = hn::MulAdd(pj, vj[i], a[r][i]);
@@ -290,10 +310,10 @@ HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const fl
 template <int R, class T>
 HWY_INLINE void accumulate_values_rows(float* HWY_RESTRICT acc, const float* keep, const float* p,
                                        const T* v0, std::int64_t stride, std::int64_t count,
-                                       std::int64_t d) {
+                                       std::int64_t d, std::int64_t ahead) {
     std::int64_t c =
-        accumulate_values_pass<R, value_vectors<R>()>(acc, keep, p, v0, stride, count, d, 0);
-    c = accumulate_values_pass<R, 1>(acc, keep, p, v0, stride, count, d, c);
+        accumulate_values_pass<R, value_vectors<R>()>(acc, keep, p, v0, stride, count, d, 0, ahead);
+    c = accumulate_values_pass<R, 1>(acc, keep, p, v0, stride, count, d, c, ahead);
     for (; c < d; ++c) {
         for (int r = 0; r < R; ++r) {
             float a = acc[r * d + c] * keep[r];
@@ -498,13 +518,13 @@ HWY_INLINE void score_key_rows(const float* q, std::int64_t rows, const float* k
 template <class T>
 HWY_INLINE void score_tiled_keys(const float* q, std::int64_t rows, const T* kt,
                                  std::int64_t tile_stride, std::int64_t kb, std::int64_t count,
-                                 std::int64_t d, float scale, float* scores) {
+                                 std::int64_t d, float scale, float* scores, std::int64_t ahead) {
     const std::int64_t padded = (count + kKeyTile - 1) / kKeyTile * kKeyTile;
     for (std::int64_t rq = 0; rq < rows; rq += kTileRows) {
         auto score = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
             score_key_block<decltype(n_rows)::value>(q + rq * d, kt, tile_stride, kb, padded, d,
                                                      scale, scores + rq * kAttentionKeyBlock,
-                                                     kAttentionKeyBlock);
+                                                     kAttentionKeyBlock, ahead);
         };
         with_row_count(std::min<std::int64_t>(kTileRows, rows - rq), score);
     }
@@ -560,7 +580,7 @@ HWY_INLINE void update_softmax(float* scores, std::int64_t rows, std::int64_t co
 
 template <class T, bool kTiled>
 void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                       float* acc, float* scores, bool prefetch_heads) {
+                       float* acc, float* scores, const AttentionPrefetch& prefetch) {
     const std::int64_t group = a.n_heads / a.n_kv_heads;
     const std::int64_t d = a.head_dim;
     const std::int64_t n_rows = tile.n_rows(group);
@@ -577,6 +597,15 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     // A decode tile of some of the heads (short contexts, CpuTuning::
     // attention_fewer_heads_per_tile) prefetches as one of all heads does.
     const bool some_heads_decode = !all_heads && tile.q_end - tile.q_begin == 1;
+    // Decode tiles (one query) read each line of the cache once, as a stream: every line
+    // loaded asks for the one prefetch.stream_keys keys on (K tiles and V rows alike are
+    // stream_keys x kv_stride elements further on). Left to the hardware prefetchers, a
+    // thread waited on the memory for most of what it computed: Qwen2.5-0.5B's decode
+    // attention at 32k positions read 52-58 GB/s on a lent 16-vCPU Xeon whose read loop gave
+    // 91, and 80-81 with 64 keys ahead (bench/RESULTS.md, session 41). Prefill tiles reread
+    // each block for every query, from L1.
+    const std::int64_t ahead =
+        tile.q_end - tile.q_begin == 1 ? prefetch.stream_keys * kv_stride : 0;
     const std::int64_t first_end = std::min(tile.key_begin + kAttentionKeyBlock, tile.key_end);
     if (all_heads || some_heads_decode) {
         prefetch_keys<T, kTiled>(a, tile.kv_head_begin, tile.kv_head_end, tile.key_begin,
@@ -586,7 +615,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     for (std::int64_t kb = tile.key_begin; kb < tile.key_end; kb += kAttentionKeyBlock) {
         const std::int64_t ke = std::min(kb + kAttentionKeyBlock, tile.key_end);
         for (std::int64_t kvh = tile.kv_head_begin; kvh < tile.kv_head_end; ++kvh) {
-            if (prefetch_heads && (all_heads ? a.n_kv_heads > 1 : some_heads_decode)) {
+            if (prefetch.next_head && (all_heads ? a.n_kv_heads > 1 : some_heads_decode)) {
                 // The next head of this block, or the first head of the next block.
                 if (kvh + 1 < tile.kv_head_end) {
                     prefetch_head<T, kTiled>(a, kvh + 1, kb, ke);
@@ -624,7 +653,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                     // Scores of the block, row r's at scores + r * kAttentionKeyBlock.
                     if constexpr (kTiled) {
                         score_tiled_keys(q_first, rows, k_tiles, kv_stride * kKeyTile, kb, count, d,
-                                         a.scale, scores);
+                                         a.scale, scores, ahead);
                     } else {
                         score_key_rows(q_first, rows, k0, k_stride, count, d, a.scale, scores);
                     }
@@ -636,7 +665,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
                         auto values = [&](auto n_rows) BRIGADE_INLINE_LAMBDA {
                             accumulate_values_rows<decltype(n_rows)::value>(
                                 out + r * d, keep + r, scores + r * kAttentionKeyBlock, v0,
-                                kv_stride, count, d);
+                                kv_stride, count, d, ahead);
                         };
                         with_row_count(std::min<std::int64_t>(kTileRows, rows - r), values);
                     }
@@ -647,18 +676,18 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
 }
 
 void AttentionTileKernel(const AttentionArgs& a, const AttentionTile& tile, float* m, float* l,
-                         float* acc, float* scores, bool prefetch_heads) {
+                         float* acc, float* scores, const AttentionPrefetch& prefetch) {
     const bool tiled = a.k_layout == KeyLayout::kTiles;
     if (a.kv_dtype == DType::kF16) {
         if (tiled) {
-            attention_tile_of<hwy::float16_t, true>(a, tile, m, l, acc, scores, prefetch_heads);
+            attention_tile_of<hwy::float16_t, true>(a, tile, m, l, acc, scores, prefetch);
         } else {
-            attention_tile_of<hwy::float16_t, false>(a, tile, m, l, acc, scores, prefetch_heads);
+            attention_tile_of<hwy::float16_t, false>(a, tile, m, l, acc, scores, prefetch);
         }
     } else if (tiled) {
-        attention_tile_of<float, true>(a, tile, m, l, acc, scores, prefetch_heads);
+        attention_tile_of<float, true>(a, tile, m, l, acc, scores, prefetch);
     } else {
-        attention_tile_of<float, false>(a, tile, m, l, acc, scores, prefetch_heads);
+        attention_tile_of<float, false>(a, tile, m, l, acc, scores, prefetch);
     }
 }
 
@@ -686,8 +715,8 @@ void softmax_exp(const float* x, std::int64_t n, float* out) {
 }
 
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
-                    float* acc, float* scores, bool prefetch_heads) {
-    HWY_DYNAMIC_DISPATCH(AttentionTileKernel)(args, tile, m, l, acc, scores, prefetch_heads);
+                    float* acc, float* scores, const AttentionPrefetch& prefetch) {
+    HWY_DYNAMIC_DISPATCH(AttentionTileKernel)(args, tile, m, l, acc, scores, prefetch);
 }
 
 }  // namespace brigade::model::cpu

@@ -275,6 +275,13 @@ struct CpuTuning {
     // while it computes one (session 8: the strided rows of Llama-3.2-1B's 8 heads). Off, 32k
     // decode was 10-15% slower on the lent Xeon (session 19, run 61).
     bool attention_prefetch_heads = true;
+    // A decode attention tile asks, for every line of K and V it loads, for the line this many
+    // keys further on, into L2 (AttentionPrefetch::stream_keys; 0: off). Measured in the
+    // engine on the lent 16-vCPU Xeons (engine_bench --formats q4 --ab, bench/RESULTS.md
+    // session 41), off against 64: Qwen2.5-0.5B 0.88 at 32k positions and 0.96 at 8k,
+    // Llama-3.2-1B 0.93 and 0.99; 32 within 1.5% of 64; 128 (128 KB ahead for Llama's 8 KV
+    // heads) 0.90-0.97. Asking for whole blocks at once measured slower (sessions 15, 38).
+    std::int64_t attention_stream_prefetch_keys = 64;
     // A decode matmul (or fused op) is cut into up to this many chunks per thread, claimed
     // dynamically. Small chunks let the threads finish together: on a 16-vCPU VM whose vCPUs
     // are hyperthread pairs, a thread runs at half speed while its sibling works, and the last

@@ -194,6 +194,8 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
                              [&](std::int64_t i, const AttentionPlan& p) { return i < first(p); });
         return *(it - 1);
     };
+    const AttentionPrefetch prefetch{tuning_.attention_prefetch_heads,
+                                     tuning_.attention_stream_prefetch_keys};
     pool_.parallel_for(n_tasks, [&](std::int64_t task, int thread) {
         const AttentionPlan& p = plan_of(task, [](const AttentionPlan& q) { return q.first_task; });
         const std::int64_t local = task - p.first_task;
@@ -207,7 +209,7 @@ void CpuBackend::attention_many(std::span<const AttentionArgs> batch) {
         float* l = m + p.tile_rows;
         float* acc = l + p.tile_rows;
         float* scores = own + max_tile_floats;
-        attention_tile(*p.args, tile, m, l, acc, scores, tuning_.attention_prefetch_heads);
+        attention_tile(*p.args, tile, m, l, acc, scores, prefetch);
         if (p.n_splits == 1) p.normalize(tile, l, acc);
     });
     if (n_merges == 0) return;

@@ -326,9 +326,17 @@ inline constexpr std::int64_t kAttentionScoreFloats = 8 * kAttentionKeyBlock;
 inline constexpr std::int64_t attention_scratch_floats(std::int64_t head_dim) {
     return kAttentionScoreFloats + kAttentionKeyBlock * head_dim;
 }
-// prefetch_heads: a decode tile asks for the next KV head's rows while it computes one.
+// What an attention tile asks the memory for ahead of its loads (CpuTuning's attention
+// prefetch knobs).
+struct AttentionPrefetch {
+    // A decode tile asks for the next KV head's rows while it computes one.
+    bool next_head = true;
+    // Every line of K and V that a tile loads also asks for the line this many keys further
+    // on in the same cache, into L2 (0: not at all).
+    std::int64_t stream_keys = 0;
+};
 void attention_tile(const AttentionArgs& args, const AttentionTile& tile, float* m, float* l,
-                    float* acc, float* scores, bool prefetch_heads = true);
+                    float* acc, float* scores, const AttentionPrefetch& prefetch = {});
 // out[i] = e^x[i] for x[i] <= 0 as attention's softmax computes it (whole vectors; the tail with
 // std::exp): within about 1 ulp, and e^-87 (~1.6e-38) for arguments below -87.
 void softmax_exp(const float* x, std::int64_t n, float* out);

@@ -437,6 +437,63 @@ TEST(CpuOps, AttentionDecodeTilesOfSomeHeadsAtShortContexts) {
     }
 }
 
+// Asking for lines ahead (CpuTuning::attention_stream_prefetch_keys) only moves data into the
+// caches: every distance gives the floats of none, in decode tiles that ask past the end of the
+// cache (exactly sized buffers) and in prefill tiles that do not ask at all; f16 keys in tiles
+// and f32 keys in rows, split and whole contexts, GQA groups in one pass and in two.
+TEST(CpuOps, AttentionStreamPrefetchLeavesTheFloatsAlone) {
+    const std::vector<AttnCase> cases = {{1, 1000, 14, 2, 64, 999},
+                                         {1, 530, 32, 8, 64, 529},
+                                         {1, 77, 20, 2, 36, 76},
+                                         {3, 103, 8, 2, 64, 100},
+                                         {1, 1, 4, 1, 5, 0}};
+    for (int threads : {1, 3}) {
+        CpuTuning tuning;
+        tuning.min_keys_per_split = 16;
+        CpuBackend cpu(BackendOptions{threads}, tuning);
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const AttnCase& c = cases[i];
+            const auto seed = static_cast<std::uint32_t>(40 + 3 * i);
+            const auto q =
+                test::random_floats(static_cast<std::size_t>(c.n_q * c.n_heads * c.head_dim), seed);
+            const auto k = test::random_floats(
+                static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 1);
+            const auto v = test::random_floats(
+                static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 2);
+            std::vector<std::uint16_t> k16(k.size()), v16(v.size());
+            for (std::size_t e = 0; e < k.size(); ++e) {
+                k16[e] = f32_to_f16(k[e]);
+                v16[e] = f32_to_f16(v[e]);
+            }
+            const auto k_tiles =
+                tile_keys<std::uint16_t>(k16, c.n_kv, c.n_kv_heads * c.head_dim, 0x7E00);
+            for (const bool tiled : {false, true}) {
+                AttentionArgs a = attention_args(c, q, k, v);
+                if (tiled) {
+                    a.k = k_tiles.data();
+                    a.v = v16.data();
+                    a.kv_dtype = DType::kF16;
+                    a.k_layout = KeyLayout::kTiles;
+                }
+                std::vector<float> without(q.size(), -7.0f);
+                tuning.attention_stream_prefetch_keys = 0;
+                cpu.set_tuning(tuning);
+                a.out = without.data();
+                cpu.attention(a);
+                for (const std::int64_t ahead : {1, 5, 64, 4096}) {
+                    std::vector<float> with(q.size(), -7.0f);
+                    tuning.attention_stream_prefetch_keys = ahead;
+                    cpu.set_tuning(tuning);
+                    a.out = with.data();
+                    cpu.attention(a);
+                    EXPECT_EQ(with, without) << "case " << i << ", " << ahead << " keys ahead, "
+                                             << threads << " threads" << (tiled ? ", tiled" : "");
+                }
+            }
+        }
+    }
+}
+
 TEST(CpuOps, SiluMulAndAddIncludingAliasAndParallelSizes) {
     auto ref = reference();
     for (int threads : {1, 3}) {
