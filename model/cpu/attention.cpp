@@ -602,7 +602,9 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     // stream_keys x kv_stride elements further on). Left to the hardware prefetchers, a
     // thread waited on the memory for most of what it computed: Qwen2.5-0.5B's decode
     // attention at 32k positions read 52-58 GB/s on a lent 16-vCPU Xeon whose read loop gave
-    // 91, and 80-81 with 64 keys ahead (bench/RESULTS.md, session 41). Prefill tiles reread
+    // 91, and 80-81 with 64 keys ahead (bench/RESULTS.md, session 41). The last blocks ask
+    // for keys past the tile, the next split's, which another thread reads soon: stopping at
+    // the tile's end made Qwen2.5-0.5B 2-8% slower at 8k-32k positions. Prefill tiles reread
     // each block for every query, from L1.
     const std::int64_t ahead =
         tile.q_end - tile.q_begin == 1 ? prefetch.stream_keys * kv_stride : 0;
