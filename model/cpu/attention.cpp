@@ -604,7 +604,7 @@ void attention_tile_of(const AttentionArgs& a, const AttentionTile& tile, float*
     // attention at 32k positions read 52-58 GB/s on a lent 16-vCPU Xeon whose read loop gave
     // 91, and 80-81 with 64 keys ahead (bench/RESULTS.md, session 41). The last blocks ask
     // for keys past the tile, the next split's, which another thread reads soon: stopping at
-    // the tile's end made Qwen2.5-0.5B 2-8% slower at 8k-32k positions. Prefill tiles reread
+    // the tile's end made Qwen2.5-0.5B 1-9% slower at 8k-32k positions. Prefill tiles reread
     // each block for every query, from L1.
     const std::int64_t ahead =
         tile.q_end - tile.q_begin == 1 ? prefetch.stream_keys * kv_stride : 0;

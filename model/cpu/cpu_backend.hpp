@@ -276,7 +276,8 @@ struct CpuTuning {
     // decode was 10-15% slower on the lent Xeon (session 19, run 61).
     bool attention_prefetch_heads = true;
     // A decode attention tile asks, for every line of K and V it loads, for the line this many
-    // keys further on, into L2 (AttentionPrefetch::stream_keys; 0: off). Measured in the
+    // keys further on, into L2 (AttentionPrefetch::stream_keys; 0: off; keys in rows, as the
+    // opt-in f32 cache keeps them, are left to the hardware). Measured in the
     // engine on the lent 16-vCPU Xeons (engine_bench --formats q4 --ab, bench/RESULTS.md
     // session 41), off against 64: Qwen2.5-0.5B 0.88 at 32k positions and 0.96 at 8k,
     // Llama-3.2-1B 0.93 and 0.99; 32 within 1.5% of 64; 128 (128 KB ahead for Llama's 8 KV
