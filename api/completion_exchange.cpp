@@ -1,6 +1,7 @@
 #include "api/completion_exchange.hpp"
 
 #include <cstdio>
+#include <string>
 #include <utility>
 
 #include "api/errors.hpp"
@@ -9,6 +10,28 @@
 namespace brigade::api {
 
 using nlohmann::json;
+
+namespace {
+
+// " hops=a>b:0.21ms,b>a:?" for a request that crossed the network; "" when one node served it.
+std::string hops_text(const std::vector<Hop>& hops) {
+    if (hops.empty()) return "";
+    std::string out = " hops=";
+    char latency[32];
+    for (std::size_t i = 0; i < hops.size(); ++i) {
+        if (i > 0) out += ',';
+        out += hops[i].from + '>' + hops[i].to + ':';
+        if (hops[i].latency_ms < 0) {
+            out += '?';
+        } else {
+            std::snprintf(latency, sizeof latency, "%.2fms", hops[i].latency_ms);
+            out += latency;
+        }
+    }
+    return out;
+}
+
+}  // namespace
 
 CompletionExchange::CompletionExchange(const CompletionRequest& request, std::int64_t created_unix)
     : meta_{request.id, request.model, created_unix},
@@ -198,7 +221,7 @@ std::string CompletionExchange::log_line(double wall_ms) const {
                   static_cast<long long>(final_->usage.cached_tokens), t.prefill_ms, prefill_tps,
                   static_cast<long long>(final_->usage.completion_tokens), decode_tps,
                   outcome.c_str(), wall_ms);
-    return buffer;
+    return buffer + hops_text(t.hops);
 }
 
 }  // namespace brigade::api

@@ -170,11 +170,23 @@ struct Usage {
     std::int64_t reasoning_tokens = 0;
 };
 
+// One hop of the pipeline that served a request, from node to node (short names), with its
+// one-way latency as the mesh last measured it (half the link's round trip; negative:
+// not measured yet).
+struct Hop {
+    std::string from, to;
+    double latency_ms = -1.0;
+    bool operator==(const Hop&) const = default;
+};
+
 struct Timings {
     double prefill_ms = 0.0;          // time to compute the uncached prompt tokens
     std::int64_t prefill_tokens = 0;  // prompt tokens actually computed (prompt − cached)
     double decode_ms = 0.0;           // first sampled token to the last
     std::int64_t decode_tokens = 0;
+    // The network hops its tokens took (entry node to head, stage to stage, tail back to the
+    // head, head to the entry node); empty when one node served it alone.
+    std::vector<Hop> hops = {};
 };
 
 struct Final {

@@ -291,6 +291,7 @@ void MeshCompletionService::Impl::route(const Request& req) {
     req->epoch = active->route.epoch;
     req->head = active->route.head();
     req->local_head = active->local_head;
+    req->stream->set_hops(std::move(active->hops));
     req->last_heard = Clock::now();
     req->parked.reset();
     req->attempt_cut = false;

@@ -31,6 +31,8 @@ namespace brigade::node {
 struct ActivePipeline {
     PipelineRoute route;
     std::shared_ptr<PipelineHead> local_head;  // set when this node is the head
+    // The hops of a request entering here, with the mesh's latest latencies (pipeline_hops).
+    std::vector<api::Hop> hops = {};
 };
 
 // Implemented by the mesh runtime. Thread-safe.

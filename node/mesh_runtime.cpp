@@ -225,7 +225,10 @@ void MeshRuntime::Impl::run_tick() {
     }
     plan_if_due(now);
     expire_held_outgoing(now);
-    if (host != nullptr) host->on_tick();
+    if (host != nullptr) {
+        host->on_link_rtts(link_rtts());
+        host->on_tick();
+    }
 }
 
 void MeshRuntime::Impl::shutdown_on_io() {

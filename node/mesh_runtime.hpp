@@ -36,6 +36,7 @@
 #include "mesh/membership.hpp"
 #include "mesh/messages.hpp"
 #include "model/types.hpp"
+#include "node/pipeline_hops.hpp"
 #include "node/pipeline_types.hpp"
 
 namespace brigade::node {
@@ -118,6 +119,9 @@ public:
     virtual mesh::StageStats stage_stats() = 0;
     // Every tick of the runtime (about 100 ms), for the host's own deadlines.
     virtual void on_tick() {}
+    // The links' round trips (this node's own as measured now, the others' as their nodes last
+    // reported them), every tick.
+    virtual void on_link_rtts(LinkRtts rtts) { (void)rtts; }
 };
 
 class MeshRuntime {

@@ -217,6 +217,9 @@ struct MeshRuntime::Impl : std::enable_shared_from_this<MeshRuntime::Impl> {
     void on_member_events(const std::vector<mesh::MemberEvent>& events);
     void refresh_membership(mesh::Clock::time_point now);
     mesh::CapacityReport self_capacity();
+    // This node's links' round trips as measured now, and every other member's as it last
+    // reported them.
+    LinkRtts link_rtts() const;
     void send_capacity_and_peers(const std::optional<mesh::NodeId>& to);
 
     // mesh_runtime_planning.cpp

@@ -146,6 +146,28 @@ mesh::CapacityReport MeshRuntime::Impl::self_capacity() {
     return r;
 }
 
+LinkRtts MeshRuntime::Impl::link_rtts() const {
+    LinkRtts out;
+    const auto add = [&](const mesh::CapacityReport& c) {
+        for (const mesh::LinkMeasurement& l : c.links) {
+            if (l.rtt_us != 0) out[{c.node_id, l.peer}] = l.rtt_us;
+        }
+    };
+    for (const auto& [id, slot] : links) {  // this node's own, as measured now
+        if (!slot->link->is_open()) continue;
+        if (auto rtt = slot->link->rtt(); rtt && rtt->count() > 0) {
+            out[{key.id(), id}] =
+                static_cast<std::uint32_t>(std::min<std::int64_t>(rtt->count(), UINT32_MAX));
+        }
+    }
+    for (const mesh::NodeId& id : membership.member_ids()) {
+        if (const mesh::Member* m = membership.find(id); m != nullptr && m->capacity) {
+            add(*m->capacity);
+        }
+    }
+    return out;
+}
+
 void MeshRuntime::Impl::send_capacity_and_peers(const std::optional<mesh::NodeId>& to) {
     if (stopping) return;
     mesh::CapacityReport report = self_capacity();

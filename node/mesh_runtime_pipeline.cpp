@@ -320,7 +320,12 @@ std::optional<ActivePipeline> ModelPipelineHost::active(std::string& why) {
         why = why_.empty() ? "no plan yet" : why_;
         return std::nullopt;
     }
-    return ActivePipeline{*route_, part_.head};
+    return ActivePipeline{*route_, part_.head, pipeline_hops(*route_, self_, link_rtts_)};
+}
+
+void ModelPipelineHost::on_link_rtts(LinkRtts rtts) {
+    std::lock_guard lock(mutex_);
+    link_rtts_ = std::move(rtts);
 }
 
 bool ModelPipelineHost::plan_expected() {

@@ -58,6 +58,7 @@ public:
     void on_link_up(const mesh::NodeId& peer) override;
     mesh::StageStats stage_stats() override;
     void on_tick() override;
+    void on_link_rtts(LinkRtts rtts) override;
 
     // PipelineDirectory (any thread).
     std::optional<ActivePipeline> active(std::string& why) override;
@@ -97,6 +98,7 @@ private:
     mutable std::mutex mutex_;
     std::vector<Held> held_;
     std::optional<PipelineRoute> route_;
+    LinkRtts link_rtts_;
     Part part_;
     std::string why_ = "no plan yet";
     bool plan_expected_ = true;  // until the runtime says otherwise, a first plan is coming

@@ -102,6 +102,7 @@ void OutputStream::finish(api::Delta& delta, bool hit_length) {
     f.timings.prefill_ms = any_token_ ? ms_between(t_start_, t_first_) : 0.0;
     f.timings.decode_tokens = std::max<std::int64_t>(0, n_generated_ - 1);
     f.timings.decode_ms = n_generated_ > 1 ? ms_between(t_first_, t_last_) : 0.0;
+    f.timings.hops = hops_;
     sink_->on_final(f);
 }
 

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "api/completion_service.hpp"
 #include "api/output_processor.hpp"
@@ -49,6 +51,9 @@ public:
     void fail(api::ServiceError error);
     bool done() const { return done_; }
     std::int64_t n_generated() const { return n_generated_; }
+    // The hops of the pipeline the request runs on (its latest, after a resume), for the final's
+    // timings.
+    void set_hops(std::vector<api::Hop> hops) { hops_ = std::move(hops); }
 
 private:
     void finish(api::Delta& delta, bool hit_length);
@@ -67,6 +72,7 @@ private:
     std::int64_t n_reasoning_ = 0;
     bool any_token_ = false;
     Clock::time_point t_start_, t_first_, t_last_;
+    std::vector<api::Hop> hops_;
 };
 
 }  // namespace brigade::node

@@ -82,6 +82,26 @@ TEST(CompletionExchange, NonStreamChat) {
     EXPECT_NE(x.log_line(5).find("decode=20.0 tok/s finish=stop"), std::string::npos);
 }
 
+// A request served over the network names its hops and their latencies at the end of its log
+// line (an unmeasured one as "?"); one served by a single node has no hops= at all.
+TEST(CompletionExchange, LogLineNamesTheHops) {
+    CompletionExchange x(chat_request(false), 1);
+    Final f;
+    f.usage.prompt_tokens = 3;
+    f.usage.completion_tokens = 2;
+    EXPECT_EQ(x.log_line(1).find("hops="), std::string::npos);
+    f.timings.hops = {{"aaaa1111", "bbbb2222", 0.214}, {"bbbb2222", "aaaa1111", -1.0}};
+    x.handle(f);
+    const std::string line = x.log_line(7);
+    EXPECT_NE(line.find("wall=7ms hops=aaaa1111>bbbb2222:0.21ms,bbbb2222>aaaa1111:?"),
+              std::string::npos)
+        << line;
+    CompletionExchange alone(chat_request(false), 1);
+    f.timings.hops.clear();
+    alone.handle(f);
+    EXPECT_EQ(alone.log_line(7).find("hops="), std::string::npos) << alone.log_line(7);
+}
+
 TEST(CompletionExchange, NonStreamToolCalls) {
     CompletionExchange x(chat_request(false), 1);
     Delta first;

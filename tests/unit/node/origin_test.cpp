@@ -116,6 +116,36 @@ TEST(Origin, SeededRequestWithPenaltiesResumedGivesTheUninterruptedText) {
     expect_resume_gives_uninterrupted_text(request);
 }
 
+// The final's timings name the hops of the pipeline the directory gave the request (for its
+// log line), and after a resume those of the pipeline that finished it.
+TEST(Origin, TheFinalNamesTheHopsOfThePipelineThatFinishedIt) {
+    const auto& model = demo_frontend();
+    CapturingSender sender;
+    SwitchableDirectory directory;
+    MeshCompletionService service(model, node_id(0), directory, sender, {}, quiet_logger());
+    const std::vector<api::Hop> first_hops = {{"aaaaaaaa", "bbbbbbbb", 0.25},
+                                              {"bbbbbbbb", "aaaaaaaa", -1.0}};
+    const std::vector<api::Hop> second_hops = {{"aaaaaaaa", "cccccccc", 1.5}};
+    auto first = make_head(1, nullptr);
+    directory.set(ActivePipeline{one_stage(1), first, first_hops});
+    auto request = completion("Once upon a time, a little girl", 60);
+    request.sampling.logit_bias = {{model.stop_ids.front(), -100.0}};
+    auto whole = start(service, request);
+    ASSERT_TRUE(whole.sink->wait());
+    ASSERT_TRUE(whole.sink->final) << (whole.sink->error ? whole.sink->error->message : "");
+    EXPECT_EQ(whole.sink->final->timings.hops, first_hops);
+
+    auto resumed = start(service, request);
+    ASSERT_TRUE(TestMesh::wait_for([&] { return resumed.sink->deltas() >= 5; }));
+    auto second = make_head(2, nullptr);
+    directory.set(ActivePipeline{one_stage(2), second, second_hops});
+    first->stop(std::chrono::milliseconds(0));
+    ASSERT_TRUE(resumed.sink->wait());
+    ASSERT_TRUE(resumed.sink->final) << (resumed.sink->error ? resumed.sink->error->message : "");
+    EXPECT_EQ(resumed.sink->final->timings.hops, second_hops);
+    second->stop(std::chrono::milliseconds(0));
+}
+
 // A service routing to a one-stage pipeline of epoch 1 whose head the test stops: the
 // uninterrupted text of a 100-token request, then the same request started again and 10 pieces
 // into its stream, so a test can take the pipeline away mid-generation.
