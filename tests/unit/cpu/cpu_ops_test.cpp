@@ -184,6 +184,26 @@ std::vector<T> tile_keys(const std::vector<T>& rows, std::int64_t n_kv, std::int
     return tiled;
 }
 
+// K and V of a case as the KV cache keeps them (f16, keys in tiles, the padding lanes NaN),
+// from the f32 rows that attention_args points at.
+struct F16Cache {
+    std::vector<std::uint16_t> k_tiles, v;
+    F16Cache(const AttnCase& c, const std::vector<float>& k32, const std::vector<float>& v32) {
+        std::vector<std::uint16_t> k16(k32.size());
+        v.resize(v32.size());
+        for (std::size_t i = 0; i < k32.size(); ++i) k16[i] = f32_to_f16(k32[i]);
+        for (std::size_t i = 0; i < v32.size(); ++i) v[i] = f32_to_f16(v32[i]);
+        k_tiles = tile_keys<std::uint16_t>(k16, c.n_kv, c.n_kv_heads * c.head_dim, 0x7E00);
+    }
+    // Points `a` at this cache instead of its f32 rows.
+    void use_in(AttentionArgs& a) const {
+        a.k = k_tiles.data();
+        a.v = v.data();
+        a.kv_dtype = DType::kF16;
+        a.k_layout = KeyLayout::kTiles;
+    }
+};
+
 // kv_dtype F16: K and V as the KV cache stores them by default, read by both backends.
 // layout kTiles: keys in tiles (as the KV cache keeps f16 keys), the padding lanes NaN so that
 // a score of a key past the context that reached the softmax shows.
@@ -305,18 +325,10 @@ TEST(CpuOps, AttentionFollowsTheMaximumAcrossKeyBlocks) {
                          : ke * gain;
             }
         }
-        std::vector<std::uint16_t> k16(k.size()), v16(v.size());
-        for (std::size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]);
-        for (std::size_t i = 0; i < v.size(); ++i) v16[i] = f32_to_f16(v[i]);
-        const auto k16_tiled = tile_keys<std::uint16_t>(k16, c.n_kv, kv_dim, 0x7E00);
+        const F16Cache cache(c, k, v);
         for (const bool f16 : {false, true}) {
             AttentionArgs a = attention_args(c, q, k, v);
-            if (f16) {
-                a.k = k16_tiled.data();
-                a.v = v16.data();
-                a.kv_dtype = DType::kF16;
-                a.k_layout = KeyLayout::kTiles;
-            }
+            if (f16) cache.use_in(a);
             std::vector<float> want(q.size(), NAN);
             a.out = want.data();
             ref->attention(a);
@@ -460,21 +472,10 @@ TEST(CpuOps, AttentionStreamPrefetchLeavesTheFloatsAlone) {
                 static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 1);
             const auto v = test::random_floats(
                 static_cast<std::size_t>(c.n_kv * c.n_kv_heads * c.head_dim), seed + 2);
-            std::vector<std::uint16_t> k16(k.size()), v16(v.size());
-            for (std::size_t e = 0; e < k.size(); ++e) {
-                k16[e] = f32_to_f16(k[e]);
-                v16[e] = f32_to_f16(v[e]);
-            }
-            const auto k_tiles =
-                tile_keys<std::uint16_t>(k16, c.n_kv, c.n_kv_heads * c.head_dim, 0x7E00);
+            const F16Cache cache(c, k, v);
             for (const bool tiled : {false, true}) {
                 AttentionArgs a = attention_args(c, q, k, v);
-                if (tiled) {
-                    a.k = k_tiles.data();
-                    a.v = v16.data();
-                    a.kv_dtype = DType::kF16;
-                    a.k_layout = KeyLayout::kTiles;
-                }
+                if (tiled) cache.use_in(a);
                 std::vector<float> without(q.size(), -7.0f);
                 tuning.attention_stream_prefetch_keys = 0;
                 cpu.set_tuning(tuning);
