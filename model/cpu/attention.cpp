@@ -13,6 +13,10 @@
 // them again (7 times for Qwen2.5-0.5B). Values are rows, converted as they are loaded: each
 // value vector serves up to 4 rows, and widening them into scratch first cost more than the
 // conversions it saved (session 15: Qwen2.5-0.5B's attention from cache 20 -> 27 GB/s here).
+//
+// Decode tiles ask for the K and V lines a fixed number of keys ahead of each load
+// (AttentionPrefetch::stream_keys): the hardware prefetchers alone left each thread waiting on
+// memory between its computations (session 41).
 
 #include <algorithm>
 #include <cmath>
@@ -293,8 +297,9 @@ HWY_INLINE std::int64_t accumulate_values_pass(float* HWY_RESTRICT acc, const fl
         for (std::int64_t j = 0; j < count; ++j, v += stride) {
             hn::Vec<DF> vj[V];
             for (int i = 0; i < V; ++i) vj[i] = load_floats(v + i * n);
-            for (std::int64_t e = 0; ahead != 0 && e < V * n; e += line)
+            for (std::int64_t e = 0; ahead != 0 && e < V * n; e += line) {
                 prefetch_ahead(v + e, ahead);
+            }
             for (int r = 0; r < R; ++r) {
                 const auto pj = hn::Set(df, p[r * kAttentionKeyBlock + j]);
                 for (int i = 0; i < V; ++i) a[r][i] = hn::MulAdd(pj, vj[i], a[r][i]);
